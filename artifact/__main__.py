@@ -1,0 +1,3 @@
+from artifact.cli import main
+
+raise SystemExit(main())

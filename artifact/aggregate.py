@@ -1,0 +1,88 @@
+"""Records -> summary.csv: statistics of every measured metric, then the derived ones.
+
+One row per (figure, gpu, model, parallelism, precision, mode, metric), as DESIGN.md
+section 5 says. Measured rows are statistics over repetitions of one mode's metric.
+Derived rows (mode 'derived') combine modes through the paper's equations, with their
+CI bootstrapped from the measured repetitions (metrics.describe_derived).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from artifact.metrics import describe, describe_derived
+
+DIMENSIONS = ("figure", "gpu", "model", "parallelism", "precision", "mode", "metric")
+STATS = ("mean", "std", "ci_low", "ci_high", "n", "cv", "noisy")
+COLUMNS = (*DIMENSIONS, *STATS, "unit", "kind", "config_id", "note")
+
+
+@dataclass(frozen=True)
+class Derived:
+    """metric = fn(mean of inputs[0], mean of inputs[1], ...); inputs are (mode, metric)."""
+
+    metric: str
+    fn: Callable[..., float]
+    inputs: tuple[tuple[str, str], ...]
+    unit: str
+    applies: Callable[[dict[str, Any]], bool] = lambda config: True
+
+
+def summarize(records: Iterable[dict[str, Any]], derived: dict[str, list[Derived]]) -> pd.DataFrame:
+    """summary.csv's table. `derived` maps a figure to its derived quantities."""
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in records:
+        groups[(r["figure"], r["config_id"])].append(r)
+    rows = []
+    for (figure, config_id), recs in sorted(groups.items()):
+        config = recs[0]["config"]
+        base = {
+            "figure": figure,
+            "gpu": config.get("gpu"),
+            "model": config.get("model"),
+            "parallelism": config.get("parallelism"),
+            "precision": config.get("precision"),
+            "config_id": config_id,
+            "note": config.get("note", ""),
+        }
+        values: dict[tuple[str, str], list[float]] = defaultdict(list)
+        units: dict[str, str] = {}
+        for r in sorted(recs, key=lambda r: (r["mode"], r["rep"])):
+            for metric, v in r["metrics"].items():
+                values[(r["mode"], metric)].append(v)
+            units.update(r["units"])
+        for (mode, metric), vals in sorted(values.items()):
+            s = describe([v for v in vals if v == v])  # NaN (not applicable) dropped
+            if s.n == 0:
+                continue
+            rows.append(
+                {
+                    **base,
+                    "mode": mode,
+                    "metric": metric,
+                    **s.as_dict(),
+                    "unit": units[metric],
+                    "kind": "measured",
+                }
+            )
+        for d in derived.get(figure, []):
+            samples = [values.get(inp, []) for inp in d.inputs]
+            if not d.applies(config) or not all(samples):
+                continue
+            s = describe_derived(d.fn, *samples)
+            rows.append(
+                {
+                    **base,
+                    "mode": "derived",
+                    "metric": d.metric,
+                    **s.as_dict(),
+                    "unit": d.unit,
+                    "kind": "derived",
+                }
+            )
+    return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -1,0 +1,207 @@
+"""`python -m artifact run|summarize|compare|report|env` (nox sessions call this).
+
+Only this module prints. Every ArtifactError becomes one line on stderr and exit code 2;
+every input is checked before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from artifact import env as envmod
+from artifact.config import PRECISIONS, check_device, check_figure, check_precision, get_preset
+from artifact.errors import ArtifactError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def resolve_device(requested: str) -> str:
+    """'auto' -> this machine's kind; a kind this machine lacks is an error."""
+    check_device(requested)
+    here = envmod.device_kind()
+    if requested == "auto":
+        return here
+    if requested != "cpu" and requested != here:
+        accepted = ", ".join(dict.fromkeys(["cpu", here]))
+        raise ArtifactError(
+            f"device {requested!r} is not available on this machine; accepted here: {accepted}"
+        )
+    return requested
+
+
+def _positive(name: str, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise ArtifactError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from artifact import launch
+    from artifact.experiments import get_experiment
+    from artifact.store import default_out_dir, ensure_writable
+
+    figure = check_figure(args.figure)
+    device = resolve_device(args.device)
+    preset = get_preset(args.preset or ("tiny" if device == "cpu" else "quick"))
+    if device == "cpu" and preset.device != "cpu":
+        raise ArtifactError(f"preset {preset.name!r} needs a GPU; on CPU use --preset tiny")
+    if args.precision is not None:
+        check_precision(args.precision)
+    for name in ("reps", "gpus", "nproc", "matmul_size", "comm_mib", "nnodes"):
+        _positive(f"--{name.replace('_', '-')}", getattr(args, name))
+    if args.nnodes and args.nnodes > 1 and not args.rdzv_endpoint:
+        raise ArtifactError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
+    get_experiment(figure)  # "figN: not implemented yet" before anything is written
+    if device == "cpu":
+        nproc = args.nproc or preset.cpu_processes
+    else:
+        import torch
+
+        nproc = args.gpus or torch.cuda.device_count()
+        if nproc > torch.cuda.device_count():
+            raise ArtifactError(
+                f"--gpus {nproc} but this machine has {torch.cuda.device_count()} GPU(s)"
+            )
+    out = ensure_writable(Path(args.out) if args.out else default_out_dir(preset.name))
+    options = {
+        "matmul_size": args.matmul_size,
+        "precision": args.precision,
+        "comm_bytes": args.comm_mib << 20 if args.comm_mib else None,
+    }
+    console.print(f"[bold]{figure}[/]: preset {preset.name}, {device} x{nproc}, out {out}")
+    rc = launch.launch(
+        figure=figure,
+        preset=preset.name,
+        device=device,
+        out=out,
+        reps=args.reps or preset.reps,
+        nproc=nproc,
+        options={k: v for k, v in options.items() if v is not None},
+        nnodes=args.nnodes or 1,
+        rdzv_endpoint=args.rdzv_endpoint,
+    )
+    if rc != 0:
+        err_console.print(
+            f"{figure}: the ranks failed (torchrun exit code {rc}); see the log above"
+        )
+        return 1
+    summary = write_summary(out, allow_mixed=args.allow_mixed)
+    print_summary(
+        summary[summary["figure"] == figure], title=f"{figure} summary ({out / 'summary.csv'})"
+    )
+    return 0
+
+
+def write_summary(out: Path, allow_mixed: bool = False):
+    """Rebuild OUT/summary.csv from every record under OUT."""
+    from artifact.aggregate import summarize
+    from artifact.experiments import IMPLEMENTED, get_experiment
+    from artifact.store import RunStore, check_uniform_env
+
+    store = RunStore(out)
+    records = store.records()
+    if not records:
+        raise ArtifactError(f"no records under '{store.records_dir}'")
+    check_uniform_env(records, allow_mixed)
+    derived = {fig: get_experiment(fig).DERIVED for fig in IMPLEMENTED}
+    summary = summarize(records, derived)
+    store.write_text("summary.csv", summary.to_csv(index=False))
+    return summary
+
+
+def print_summary(df, title: str) -> None:
+    """One table per configuration, so the columns fit a terminal."""
+    console.print(f"[bold]{title}[/]")
+    for config_id, rows in df.groupby("config_id", sort=False):
+        note = rows["note"].iloc[0]
+        table = Table(title=config_id + (f"\n{note}" if note else ""), title_justify="left")
+        for col in ("mode", "metric", "mean", "95% CI", "n", "unit", "kind"):
+            table.add_column(col)
+        for r in rows.itertuples():
+            ci = "-" if r.ci_low != r.ci_low else f"[{r.ci_low:.4g}, {r.ci_high:.4g}]"
+            mean = f"{r.mean:.4g}" + (" noisy" if r.noisy else "")
+            table.add_row(r.mode, r.metric, mean, ci, str(r.n), r.unit, r.kind)
+        console.print(table)
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    out = Path(args.dir)
+    summary = write_summary(out, allow_mixed=args.allow_mixed)
+    print_summary(summary, title=str(out / "summary.csv"))
+    return 0
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    info = envmod.capture()
+    if args.json:
+        print(json.dumps(info, indent=2, sort_keys=True))
+        return 0
+    table = Table(title="environment", show_header=False)
+    for k, v in info.items():
+        table.add_row(k, "-" if v is None else str(v))
+    console.print(table)
+    return 0
+
+
+def cmd_not_yet(args: argparse.Namespace) -> int:
+    raise ArtifactError(f"{args.command}: not implemented yet")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m artifact", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run one figure's experiment")
+    run.add_argument("figure", help="fig4 ... fig11")
+    run.add_argument("--preset", help="tiny (CPU), quick or paper (GPU); default by device")
+    run.add_argument("--device", default="auto", help="auto, cpu, cuda or rocm (default auto)")
+    run.add_argument("--out", help="output folder (default results/<timestamp>-<preset>)")
+    run.add_argument("--reps", type=int, help="repetitions (default: the preset's)")
+    run.add_argument("--gpus", type=int, help="GPUs to use (default: all)")
+    run.add_argument("--nproc", type=int, help="gloo processes on CPU (default: the preset's)")
+    run.add_argument("--matmul-size", type=int, help="fig8: M=N=K of the matmul")
+    run.add_argument("--precision", help=f"fig8: one of {', '.join(PRECISIONS)}")
+    run.add_argument("--comm-mib", type=int, help="fig8: all-reduce size in MiB (paper: 1024)")
+    run.add_argument("--nnodes", type=int, help="nodes (torchrun rendezvous)")
+    run.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous, with --nnodes")
+    run.add_argument(
+        "--allow-mixed", action="store_true", help="summarise records of several environments"
+    )
+    run.set_defaults(func=cmd_run)
+
+    summ = sub.add_parser("summarize", help="rebuild DIR/summary.csv from DIR/records")
+    summ.add_argument("dir")
+    summ.add_argument("--allow-mixed", action="store_true")
+    summ.set_defaults(func=cmd_summarize)
+
+    for name in ("compare", "report"):
+        s = sub.add_parser(name, help=f"{name} a results folder (not implemented yet)")
+        s.add_argument("dir")
+        s.set_defaults(func=cmd_not_yet)
+
+    e = sub.add_parser("env", help="describe this machine and its stack")
+    e.add_argument("--json", action="store_true", help="print JSON")
+    e.set_defaults(func=cmd_env)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ArtifactError as e:
+        err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""The paper's model configurations, the presets, and run specs (all frozen).
+
+Model sizes follow shared/PAPER.md: GPT-3 XL/2.7B/6.7B/13B and LLaMA2-13B with the
+GPT-3 and LLaMA-2 papers' hidden sizes and heads. The two `*-tiny` models exist only
+for the CPU preset, so CI can run every code path in seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from artifact.errors import bad_choice
+
+FIGURES: tuple[str, ...] = tuple(f"fig{n}" for n in range(4, 12))
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "rocm")
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    family: str  # "gpt3" or "llama2"
+    layers: int
+    hidden: int
+    heads: int
+    ffn_hidden: int
+    vocab: int
+    seq_len: int
+
+    @property
+    def params(self) -> int:
+        """Parameter count (embeddings + blocks), the N of MFU's 6*N*tokens."""
+        per_layer_attn = 4 * self.hidden * self.hidden
+        # LLaMA's SwiGLU MLP has three matrices, GPT's MLP two.
+        mlp_mats = 3 if self.family == "llama2" else 2
+        per_layer_mlp = mlp_mats * self.hidden * self.ffn_hidden
+        return self.layers * (per_layer_attn + per_layer_mlp) + self.vocab * self.hidden
+
+
+def _gpt3(name: str, layers: int, hidden: int, heads: int, seq: int = 2048) -> ModelConfig:
+    return ModelConfig(name, "gpt3", layers, hidden, heads, 4 * hidden, 50257, seq)
+
+
+MODELS: dict[str, ModelConfig] = {
+    m.name: m
+    for m in (
+        _gpt3("gpt3-1.3b", 24, 2048, 16),
+        _gpt3("gpt3-2.7b", 32, 2560, 32),
+        _gpt3("gpt3-6.7b", 32, 4096, 32),
+        _gpt3("gpt3-13b", 40, 5120, 40),
+        ModelConfig("llama2-13b", "llama2", 40, 5120, 40, 13824, 32000, 2048),
+        # CPU-only stand-ins: same code paths, seconds per step.
+        ModelConfig("gpt-tiny", "gpt3", 2, 64, 4, 256, 512, 32),
+        ModelConfig("llama-tiny", "llama2", 2, 64, 4, 172, 512, 32),
+    )
+}
+
+
+@dataclass(frozen=True)
+class MicrobenchConfig:
+    """Fig. 8: a matmul beside a large all-reduce."""
+
+    matmul_size: int  # M = N = K
+    dtype: str  # one of PRECISIONS
+    comm_bytes: int  # all-reduce payload per rank (paper: 1 GiB)
+    matmuls_per_iter: int  # compute work per iteration; comm repeats are calibrated to span it
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    device: str  # the device the preset is meant for: "cpu" or "gpu"
+    models: tuple[str, ...]
+    micro_batches: tuple[int, ...]
+    global_batch: int
+    warmup: int  # iterations discarded before measuring
+    reps: int  # repetitions; each gives one record per mode
+    iters_per_rep: int  # measured iterations averaged into one repetition
+    cpu_processes: int  # gloo processes when running on CPU
+    microbench: MicrobenchConfig = field(
+        default_factory=lambda: MicrobenchConfig(8192, "bf16", 1 << 30, 8)
+    )
+
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            "tiny",
+            "cpu",
+            ("gpt-tiny", "llama-tiny"),
+            (2,),
+            4,
+            warmup=1,
+            reps=3,
+            iters_per_rep=2,
+            cpu_processes=2,
+            microbench=MicrobenchConfig(256, "fp32", 4 << 20, 4),
+        ),
+        Preset(
+            "quick",
+            "gpu",
+            ("gpt3-1.3b",),
+            (8,),
+            32,
+            warmup=3,
+            reps=10,
+            iters_per_rep=5,
+            cpu_processes=2,
+        ),
+        Preset(
+            "paper",
+            "gpu",
+            ("gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "gpt3-13b", "llama2-13b"),
+            (8, 16, 32, 64),
+            64,
+            warmup=5,
+            reps=25,
+            iters_per_rep=5,
+            cpu_processes=2,
+        ),
+    )
+}
+
+
+def get_model(name: str) -> ModelConfig:
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise bad_choice("model", name, MODELS) from None
+
+
+def get_preset(name: str) -> Preset:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise bad_choice("preset", name, PRESETS) from None
+
+
+def check_figure(name: str) -> str:
+    if name not in FIGURES:
+        raise bad_choice("figure", name, FIGURES)
+    return name
+
+
+def check_device(name: str) -> str:
+    if name not in DEVICES:
+        raise bad_choice("device", name, DEVICES)
+    return name
+
+
+def check_precision(name: str) -> str:
+    if name not in PRECISIONS:
+        raise bad_choice("precision", name, PRECISIONS)
+    return name

@@ -1,0 +1,13 @@
+"""The one error family the CLI turns into a one-line message and exit code 2."""
+
+from collections.abc import Iterable
+
+
+class ArtifactError(Exception):
+    """A user-facing error: one line naming the bad value and, where it helps, the accepted ones."""
+
+
+def bad_choice(what: str, value: object, accepted: Iterable[object]) -> ArtifactError:
+    """`unknown preset 'huge'; accepted: tiny, quick, paper`."""
+    names = ", ".join(str(a) for a in accepted)
+    return ArtifactError(f"unknown {what} {value!r}; accepted: {names}")

@@ -1,0 +1,177 @@
+"""Fig. 8: power and performance of a 1 GiB all-reduce concurrent with matrix multiplication.
+
+Reported per configuration: matmul kernel slowdown under overlap (Eq. 1), communication
+slowdown, all-reduce algbw and busbw (nccl-tests: busbw = algbw * 2(n-1)/n), E2E for
+overlap and sequential, the derived ideal (Eq. 4) and ConCCL's max-ideal, the sequential
+penalty, and V1 (sequential compute vs compute alone).
+
+With one GPU the all-reduce moves no data, so the experiment also runs a labelled proxy
+in which a device-to-device copy of the same size stands in for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from artifact import metrics as eq
+from artifact.aggregate import Derived
+from artifact.config import Preset
+from artifact.runner import BASE_UNITS, RunContext, measure_phase, reduce_ranks, rep_done
+from artifact.workloads.microbench import PHASES, Microbench, MicrobenchSpec
+
+log = logging.getLogger(__name__)
+
+PROXY_NOTE = (
+    "proxy: a device-to-device copy of the same size stands in for the all-reduce (one GPU)"
+)
+ONE_GPU_NOTE = "one GPU: the all-reduce moves no data"
+
+UNITS = {
+    **BASE_UNITS,
+    "comm_role_ms": "ms",
+    "matmul_tflops": "TFLOP/s",
+    "comm_algbw_GBps": "GB/s",
+    "comm_busbw_GBps": "GB/s",
+}
+
+DERIVED = [
+    Derived(
+        "matmul_slowdown",
+        eq.slowdown,
+        (("overlap", "compute_ms"), ("sequential", "compute_ms")),
+        "ratio",
+    ),
+    Derived(
+        "comm_slowdown",
+        eq.slowdown,
+        (("overlap", "comm_role_ms"), ("comm_alone", "comm_role_ms")),
+        "ratio",
+    ),
+    Derived(
+        "e2e_ideal_ms",
+        eq.e2e_ideal,
+        (("overlap", "e2e_ms"), ("overlap", "compute_ms"), ("sequential", "compute_ms")),
+        "ms",
+    ),
+    Derived(
+        "e2e_ideal_max_ms", eq.e2e_ideal_max, (("nocomm", "e2e_ms"), ("comm_alone", "e2e_ms")), "ms"
+    ),
+    Derived(
+        "sequential_penalty",
+        eq.sequential_penalty,
+        (("sequential", "e2e_ms"), ("overlap", "e2e_ms")),
+        "ratio",
+    ),
+    # V1: the sequential baseline's compute equals compute with no communication at all.
+    Derived(
+        "v1_baseline_gap",
+        eq.slowdown,
+        (("sequential", "compute_ms"), ("nocomm", "compute_ms")),
+        "ratio",
+    ),
+]
+
+
+def configs(
+    preset: Preset, world_size: int, device_type: str, gpu: str | None, options: dict[str, Any]
+) -> list[tuple[str, dict[str, Any], MicrobenchSpec]]:
+    mb = preset.microbench
+    size = int(options.get("matmul_size") or mb.matmul_size)
+    precision = options.get("precision") or mb.dtype
+    comm_bytes = int(options.get("comm_bytes") or mb.comm_bytes)
+    variants = [("allreduce", False, ONE_GPU_NOTE if world_size == 1 else "")]
+    if world_size == 1 and device_type == "cuda":
+        variants.append(("proxy-copy", True, PROXY_NOTE))
+    out = []
+    for parallelism, proxy, note in variants:
+        spec = MicrobenchSpec(size, precision, comm_bytes, mb.matmuls_per_iter, proxy)
+        model = f"matmul-{size}"
+        config_id = f"{model}_{precision}_{parallelism}_{comm_bytes >> 20}MiB_w{world_size}"
+        config = {
+            "gpu": gpu or "cpu",
+            "model": model,
+            "parallelism": parallelism,
+            "precision": precision,
+            "world_size": world_size,
+            "comm_bytes": comm_bytes,
+            "matmuls_per_iter": mb.matmuls_per_iter,
+            "proxy": proxy,
+            "note": note,
+        }
+        out.append((config_id, config, spec))
+    return out
+
+
+def _phase_metrics(
+    m: dict[str, float], phase: str, spec: MicrobenchSpec, repeats: int, world: int
+) -> dict[str, float]:
+    """Add the microbenchmark's own metrics to one phase's base metrics."""
+    m = dict(m)
+    comm_ms = m["memory_ms"] if spec.proxy else m["communication_ms"]
+    nan = float("nan")
+    m["comm_role_ms"] = comm_ms if phase != "nocomm" else nan
+    has_compute = phase != "comm_alone" and m["compute_ms"] > 0
+    m["matmul_tflops"] = (
+        (spec.matmul_flops * spec.matmuls_per_iter / (m["compute_ms"] * 1e-3) / 1e12)
+        if has_compute
+        else nan
+    )
+    has_comm = phase != "nocomm" and comm_ms > 0
+    algbw = spec.comm_bytes * repeats / (comm_ms * 1e-3) / 1e9 if has_comm else nan
+    m["comm_algbw_GBps"] = algbw
+    m["comm_busbw_GBps"] = algbw * eq.busbw_factor(world) if not spec.proxy and world > 1 else nan
+    return m
+
+
+def run(ctx: RunContext) -> None:
+    gpu = ctx.provenance.get("gpu_model")
+    for config_id, config, spec in configs(
+        ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options
+    ):
+        todo = [rep for rep in range(ctx.reps) if not rep_done(ctx, config_id, PHASES, rep)]
+        if not todo:
+            log.info("%s: all %d repetitions on disk, skipped", config_id, ctx.reps)
+            continue
+        bench = Microbench(spec, ctx.device, seed=ctx.rank)
+        repeats = bench.calibrate(ctx.warmup)
+        config = {**config, "comm_repeats": repeats}
+        comm_role = ("memory",) if spec.proxy else ("communication",)
+        log.info("%s: collective repeated %d times to span the matmuls", config_id, repeats)
+        for rep in todo:
+            results = {}
+            for phase in PHASES:
+                per_rank = measure_phase(
+                    ctx,
+                    lambda phase=phase: bench.run_phase(phase),
+                    trace_name=f"{config_id}-{phase}",
+                    keep_trace=rep == 0,
+                    comm=comm_role,
+                )
+                results[phase] = reduce_ranks(per_rank)
+            if not ctx.is_writer:
+                continue
+            for phase, (m, per_rank_means) in results.items():
+                ctx.store.write_record(
+                    figure=ctx.figure,
+                    config_id=config_id,
+                    config=config,
+                    mode=phase,
+                    rep=rep,
+                    metrics=_phase_metrics(m, phase, spec, repeats, ctx.world_size),
+                    units=UNITS,
+                    provenance=ctx.provenance,
+                    extra={"per_rank": per_rank_means},
+                )
+            log.info(
+                "%s rep %d: overlap %.3f ms, sequential %.3f ms",
+                config_id,
+                rep,
+                results["overlap"][0]["e2e_ms"],
+                results["sequential"][0]["e2e_ms"],
+            )
+
+
+__all__ = ["DERIVED", "UNITS", "configs", "run", "np"]

@@ -1,0 +1,1 @@
+"""Measurement: trace -> kernel table, timers, power telemetry, power/clock caps."""

@@ -1,0 +1,188 @@
+"""torch.profiler trace -> kernel table -> per-iteration times by category and overlap.
+
+A kernel is *communication* if its name matches the NCCL/RCCL kernel patterns (RCCL's
+kernels are also named ncclDevKernel_*) or, on CPU traces, a gloo collective; *memory*
+if it is a memcpy/memset; else *compute* (DESIGN.md section 3).
+
+CPU traces have no kernels, so the same code path is exercised on the host ops: compute
+is the leaf GEMM ops (aten::mm/addmm/bmm/baddbmm: their callers aten::matmul/linear
+wrap them and would be counted twice), communication the `gloo:*` ranges that gloo's
+worker threads record.
+
+Iterations are the `artifact.iter#N` ranges that `iteration_marker` records on the host.
+A GPU kernel belongs to the iteration whose range holds the host call that launched it
+(joined through the profiler's correlation id), since the kernel itself runs later.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+CATEGORIES = ("compute", "communication", "memory")
+ITER_PREFIX = "artifact.iter#"
+
+COMM_KERNEL = re.compile(r"^(nccl|rccl)", re.IGNORECASE)
+MEMORY_KERNEL = re.compile(r"^(memcpy|memset)", re.IGNORECASE)
+GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}  # ROCm traces use the same names
+CPU_COMPUTE_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm"}
+CPU_COMM = re.compile(r"^gloo:")
+
+COLUMNS = ["name", "stream", "start", "dur", "category", "iteration"]
+
+
+def iteration_marker(i: int) -> torch.profiler.record_function:
+    """Context manager marking iteration i in the trace."""
+    return torch.profiler.record_function(f"{ITER_PREFIX}{i}")
+
+
+def load_trace(path: Path | str) -> dict[str, Any]:
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
+def classify_gpu(name: str, trace_cat: str) -> str:
+    if trace_cat in ("gpu_memcpy", "gpu_memset") or MEMORY_KERNEL.match(name):
+        return "memory"
+    if COMM_KERNEL.match(name):
+        return "communication"
+    return "compute"
+
+
+def _iteration_ranges(events: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    marks = [
+        (e["ts"], e["ts"] + e["dur"], int(e["name"][len(ITER_PREFIX) :]))
+        for e in events
+        if e.get("ph") == "X"
+        and e.get("cat") == "user_annotation"
+        and str(e.get("name", "")).startswith(ITER_PREFIX)
+    ]
+    marks.sort()
+    if not marks:
+        return np.array([]), np.array([]), np.array([], dtype=int)
+    starts, ends, ids = (np.array(x) for x in zip(*marks, strict=True))
+    return starts, ends, ids.astype(int)
+
+
+def _assign(ts: np.ndarray, ranges: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    starts, ends, ids = ranges
+    if len(starts) == 0:
+        return np.zeros(len(ts), dtype=int)
+    pos = np.searchsorted(starts, ts, side="right") - 1
+    inside = (pos >= 0) & (ts <= ends[np.clip(pos, 0, None)])
+    return np.where(inside, ids[np.clip(pos, 0, None)], -1)
+
+
+def kernel_table(trace: dict[str, Any]) -> pd.DataFrame:
+    """One row per device kernel (GPU traces) or per compute/comm host op (CPU traces).
+
+    Columns: name, stream, start (us), dur (us), category, iteration (-1: outside any
+    marked iteration; 0 for every row when the trace has no iteration marks).
+    """
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
+    ranges = _iteration_ranges(events)
+    gpu = [e for e in events if e.get("cat") in GPU_CATEGORIES]
+    if gpu:
+        launch_ts = {
+            e["args"]["correlation"]: e["ts"]
+            for e in events
+            if e.get("cat") in LAUNCH_CATEGORIES and "correlation" in e.get("args", {})
+        }
+        rows = [
+            (
+                e["name"],
+                e.get("args", {}).get("stream", e.get("tid")),
+                float(e["ts"]),
+                float(e["dur"]),
+                classify_gpu(e["name"], e["cat"]),
+                launch_ts.get(e.get("args", {}).get("correlation"), e["ts"]),
+            )
+            for e in gpu
+        ]
+    else:
+        rows = []
+        for e in events:
+            name = str(e.get("name", ""))
+            if e.get("cat") == "cpu_op" and name in CPU_COMPUTE_OPS:
+                cat = "compute"
+            elif e.get("cat") == "user_annotation" and CPU_COMM.match(name):
+                cat = "communication"
+            else:
+                continue
+            rows.append((name, e.get("tid"), float(e["ts"]), float(e["dur"]), cat, e["ts"]))
+    if not rows:
+        return pd.DataFrame(columns=COLUMNS)
+    df = pd.DataFrame(rows, columns=[*COLUMNS[:-1], "host_ts"])
+    df["iteration"] = _assign(df.pop("host_ts").to_numpy(dtype=float), ranges)
+    return df.sort_values("start", ignore_index=True)
+
+
+def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Union of [start, end) intervals as an (m, 2) array of disjoint sorted segments."""
+    if len(starts) == 0:
+        return np.empty((0, 2))
+    order = np.argsort(starts, kind="stable")
+    s, e = np.asarray(starts, float)[order], np.asarray(ends, float)[order]
+    reach = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    seg_start = s[new]
+    seg_end = reach[np.r_[np.flatnonzero(new)[1:] - 1, len(s) - 1]]
+    return np.column_stack([seg_start, seg_end])
+
+
+def intersection_length(a: np.ndarray, b: np.ndarray) -> float:
+    """Total length of the intersection of two merged interval sets (two-pointer sweep)."""
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i, 0], b[j, 0]), min(a[i, 1], b[j, 1])
+        if hi > lo:
+            total += hi - lo
+        if a[i, 1] < b[j, 1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _union_of(df: pd.DataFrame, categories: tuple[str, ...]) -> np.ndarray:
+    sel = df[df["category"].isin(categories)]
+    return merge_intervals(sel["start"].to_numpy(), (sel["start"] + sel["dur"]).to_numpy())
+
+
+def overlap_fraction(df: pd.DataFrame, comm: tuple[str, ...] = ("communication",)) -> float:
+    """Time with compute and communication both active / time communication is active.
+
+    `comm` names the categories that play communication: ("memory",) for the one-GPU
+    proxy, where a device copy stands in for the all-reduce. NaN if there is none.
+    """
+    comm_union = _union_of(df, comm)
+    comm_time = float((comm_union[:, 1] - comm_union[:, 0]).sum())
+    if comm_time == 0:
+        return float("nan")
+    return intersection_length(_union_of(df, ("compute",)), comm_union) / comm_time
+
+
+def per_iteration(df: pd.DataFrame, comm: tuple[str, ...] = ("communication",)) -> pd.DataFrame:
+    """Per marked iteration: summed kernel time (us) per category and the overlap fraction."""
+    df = df[df["iteration"] >= 0]
+    sums = df.pivot_table(
+        index="iteration", columns="category", values="dur", aggfunc="sum", fill_value=0.0
+    ).reindex(columns=list(CATEGORIES), fill_value=0.0)
+    sums.columns = [f"{c}_us" for c in sums.columns]
+    sums["overlap_fraction"] = [
+        overlap_fraction(group, comm) for _, group in df.groupby("iteration", sort=True)
+    ]
+    return sums.reset_index()

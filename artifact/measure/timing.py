@@ -1,0 +1,27 @@
+"""Device-synchronised wall-clock timing of an iteration.
+
+The host clock is read after synchronising the whole device, so work on every stream
+(compute and communication side streams alike) is inside the measured time. That is
+what E2E means here; CUDA events on one stream would miss side-stream work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn: Callable[[], object], device: torch.device) -> float:
+    """Seconds that fn's device work takes, from an idle device to an idle device."""
+    synchronize(device)
+    t0 = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - t0

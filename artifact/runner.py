@@ -1,0 +1,162 @@
+"""The per-rank measurement loop every experiment shares (DESIGN.md sections 3 and 5).
+
+For one phase (a mode, or an isolated-communication run) of one repetition:
+  1. `iters` timed iterations, each started together on all ranks (barrier) and
+     measured device-synchronised: E2E of an iteration is the slowest rank's time.
+  2. the same number of iterations under torch.profiler, each marked, parsed into the
+     kernel table: per-iteration compute / communication / memory time and the overlap
+     fraction. Timing and profiling are separate so profiler overhead never reaches E2E.
+Ranks' numbers are gathered on rank 0, which alone writes records.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
+
+from artifact.config import Preset
+from artifact.measure import kernels
+from artifact.measure.timing import synchronize, timed
+from artifact.store import RunStore
+
+log = logging.getLogger(__name__)
+
+BASE_UNITS = {
+    "e2e_ms": "ms",
+    "compute_ms": "ms",
+    "communication_ms": "ms",
+    "memory_ms": "ms",
+    "overlap_fraction": "ratio",
+}
+
+
+@dataclass
+class RunContext:
+    figure: str
+    preset: Preset
+    device: torch.device
+    rank: int
+    world_size: int
+    store: RunStore
+    provenance: dict[str, Any]
+    reps: int
+    warmup: int
+    iters: int
+    traces_dir: Path | None = None  # where rep 0's traces are kept; None keeps none
+    options: dict[str, Any] = field(default_factory=dict)  # experiment knobs from the CLI
+
+    @property
+    def is_writer(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if dist.is_initialized() and self.world_size > 1:
+            dist.barrier()
+        synchronize(self.device)
+
+
+def _broadcast(obj: Any) -> Any:
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _gather(obj: Any) -> list[Any]:
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return [obj]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def rep_done(ctx: RunContext, config_id: str, phases: tuple[str, ...], rep: int) -> bool:
+    """Whether every phase of this repetition is on disk (rank 0 decides for all ranks)."""
+    done = (
+        all(ctx.store.has(ctx.figure, config_id, p, rep) for p in phases) if ctx.is_writer else None
+    )
+    return bool(_broadcast(done))
+
+
+def _activities(device: torch.device) -> list[ProfilerActivity]:
+    acts = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        acts.append(ProfilerActivity.CUDA)
+    return acts
+
+
+def measure_phase(
+    ctx: RunContext,
+    step: Callable[[], None],
+    *,
+    trace_name: str,
+    keep_trace: bool,
+    comm: tuple[str, ...] = ("communication",),
+) -> dict[str, list[float]]:
+    """This rank's per-iteration numbers for one phase (see the module docstring)."""
+    e2e = []
+    for _ in range(ctx.iters):
+        ctx.barrier()
+        e2e.append(timed(step, ctx.device))
+    ctx.barrier()
+    with tempfile.TemporaryDirectory() as tmp:
+        with profile(activities=_activities(ctx.device)) as prof:
+            for i in range(ctx.iters):
+                with kernels.iteration_marker(i):
+                    step()
+                synchronize(ctx.device)
+        path = Path(tmp) / "trace.json"
+        if keep_trace and ctx.traces_dir is not None:
+            ctx.traces_dir.mkdir(parents=True, exist_ok=True)
+            path = ctx.traces_dir / f"{trace_name}-rank{ctx.rank}.json"
+        prof.export_chrome_trace(str(path))
+        table = kernels.kernel_table(kernels.load_trace(path))
+    per_iter = kernels.per_iteration(table, comm)
+    if len(per_iter) != ctx.iters:
+        log.warning(
+            "%s: trace has %d marked iterations, expected %d", trace_name, len(per_iter), ctx.iters
+        )
+    return {
+        "e2e_ms": [t * 1e3 for t in e2e],
+        "compute_ms": (per_iter["compute_us"] / 1e3).tolist(),
+        "communication_ms": (per_iter["communication_us"] / 1e3).tolist(),
+        "memory_ms": (per_iter["memory_us"] / 1e3).tolist(),
+        "overlap_fraction": per_iter["overlap_fraction"].tolist(),
+    }
+
+
+def _nanmean(values) -> float:
+    """Mean ignoring NaN (the overlap fraction of a phase without communication); NaN if all are."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    return float(x.mean()) if x.size else float("nan")
+
+
+def reduce_ranks(per_rank: dict[str, list[float]]) -> tuple[dict[str, float], list[dict] | None]:
+    """Gather every rank's per-iteration lists; rank 0 gets (metrics, per-rank means).
+
+    E2E is the mean over iterations of the slowest rank; kernel times and the overlap
+    fraction are means over iterations and ranks. Other ranks get ({}, None).
+    """
+    gathered = _gather(per_rank)
+    if dist.is_initialized() and dist.get_rank() != 0:
+        return {}, None
+    metrics: dict[str, float] = {}
+    for key in per_rank:
+        if key == "e2e_ms":
+            n = min(len(g[key]) for g in gathered)
+            metrics[key] = float(np.max([g[key][:n] for g in gathered], axis=0).mean())
+        else:
+            metrics[key] = _nanmean(np.concatenate([g[key] for g in gathered]))
+    per_rank_means = [{k: _nanmean(v) for k, v in g.items()} for g in gathered]
+    return metrics, per_rank_means

@@ -1,0 +1,161 @@
+"""Results on disk (DESIGN.md section 5): atomic, resumable, with provenance.
+
+Layout under OUT/:
+    records/<figure>/<config-id>/<mode>/rep-NNN.json   one repetition each
+    summary.csv, verdicts.csv, report/                  written by later stages
+
+Every file is written to a hidden temporary file in the same folder, fsynced and then
+renamed over its final name, so a reader sees either the whole file or no file: a
+writer killed mid-write leaves only a `.*.tmp` file, which readers ignore and
+`RunStore.clean_partial` removes. Resume is by presence: a repetition whose record
+exists is finished and is not run again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from artifact import env as envmod
+from artifact.errors import ArtifactError
+
+SCHEMA_VERSION = 1
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]*$")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` so that `path` is never seen half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def ensure_writable(out: Path) -> Path:
+    """Create `out` if needed and prove it is writable, or raise a one-line ArtifactError."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".write-probe.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ArtifactError(f"cannot write to output folder '{out}': {e.strerror}") from None
+    return out
+
+
+def default_out_dir(preset: str, root: Path | None = None) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return (root or envmod.REPO_ROOT / "results") / f"{stamp}-{preset}"
+
+
+def _check_id(kind: str, value: str) -> str:
+    if not _SAFE_ID.match(value):
+        raise ArtifactError(f"{kind} {value!r} is not a safe folder name (letters, digits, ._=+-)")
+    return value
+
+
+class RunStore:
+    """One output folder: its records and its tables."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.records_dir = self.root / "records"
+
+    def record_path(self, figure: str, config_id: str, mode: str, rep: int) -> Path:
+        return (
+            self.records_dir
+            / _check_id("figure", figure)
+            / _check_id("config id", config_id)
+            / _check_id("mode", mode)
+            / f"rep-{rep:03d}.json"
+        )
+
+    def has(self, figure: str, config_id: str, mode: str, rep: int) -> bool:
+        return self.record_path(figure, config_id, mode, rep).is_file()
+
+    def write_record(
+        self,
+        *,
+        figure: str,
+        config_id: str,
+        config: dict[str, Any],
+        mode: str,
+        rep: int,
+        metrics: dict[str, float],
+        units: dict[str, str],
+        provenance: dict[str, Any],
+        extra: dict[str, Any] | None = None,
+    ) -> Path:
+        missing = sorted(set(metrics) - set(units))
+        if missing:
+            raise ArtifactError(f"metrics without a unit: {', '.join(missing)}")
+        record = {
+            "schema": SCHEMA_VERSION,
+            "figure": figure,
+            "config_id": config_id,
+            "config": config,
+            "mode": mode,
+            "rep": rep,
+            "metrics": metrics,
+            "units": units,
+            "provenance": {
+                **provenance,
+                "mode": mode,
+                "rep": rep,
+                "timestamp": datetime.now(UTC).isoformat(),
+            },
+            **(extra or {}),
+        }
+        path = self.record_path(figure, config_id, mode, rep)
+        atomic_write_text(path, json.dumps(record, indent=1, sort_keys=True, default=str))
+        return path
+
+    def records(self, figure: str | None = None) -> list[dict[str, Any]]:
+        """All finished records (sorted by path); temporary files are never read."""
+        base = self.records_dir / figure if figure else self.records_dir
+        out = []
+        for path in sorted(base.glob("**/rep-*.json")):
+            with path.open() as f:
+                out.append(json.load(f))
+        return out
+
+    def clean_partial(self) -> int:
+        """Remove temporary files a killed writer left behind; returns how many."""
+        leftovers = list(self.root.glob("**/.*.tmp"))
+        for p in leftovers:
+            p.unlink(missing_ok=True)
+        return len(leftovers)
+
+    def write_text(self, name: str, text: str) -> Path:
+        path = self.root / name
+        atomic_write_text(path, text)
+        return path
+
+
+def check_uniform_env(records: Iterable[dict[str, Any]], allow_mixed: bool = False) -> None:
+    """Refuse to summarise records from different environments unless allow_mixed."""
+    prints: dict[str, dict[str, Any]] = {}
+    for r in records:
+        fp = envmod.fingerprint(r["provenance"])
+        prints.setdefault(json.dumps(fp, sort_keys=True, default=str), fp)
+    if len(prints) <= 1 or allow_mixed:
+        return
+    fps = list(prints.values())
+    differing = sorted(k for k in fps[0] if any(fp[k] != fps[0][k] for fp in fps[1:]))
+    raise ArtifactError(
+        f"records come from {len(fps)} environments (differ in: {', '.join(differing)}); "
+        "pass --allow-mixed to summarise them together"
+    )

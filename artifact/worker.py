@@ -1,0 +1,79 @@
+"""One rank of an experiment, started by torchrun (artifact.launch): `python -m artifact.worker`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from artifact import env as envmod
+from artifact.config import get_preset
+from artifact.experiments import get_experiment
+from artifact.runner import RunContext
+from artifact.store import RunStore
+
+
+def _device(kind: str, local_rank: int) -> torch.device:
+    if kind == "cpu":
+        return torch.device("cpu")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--figure", required=True)
+    p.add_argument("--preset", required=True)
+    p.add_argument("--device", required=True, choices=["cpu", "cuda", "rocm"])
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--reps", type=int, required=True)
+    p.add_argument("--options", default="{}")
+    args = p.parse_args(argv)
+
+    rank = int(os.environ.get("RANK", 0))
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    logging.basicConfig(
+        level=logging.INFO if rank == 0 else logging.WARNING,
+        format=f"[rank {rank}] %(levelname)s %(name)s: %(message)s",
+    )
+    device = _device(args.device, local_rank)
+    backend = "gloo" if device.type == "cpu" else "nccl"  # RCCL answers to "nccl" on ROCm
+    dist.init_process_group(backend, device_id=device if device.type == "cuda" else None)
+    try:
+        preset = get_preset(args.preset)
+        provenance = {
+            **envmod.capture(),
+            "preset": preset.name,
+            "figure": args.figure,
+            "world_size": world,
+            "backend": backend,
+            "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", 1)) if world > 1 else 1,
+        }
+        store = RunStore(args.out)
+        ctx = RunContext(
+            figure=args.figure,
+            preset=preset,
+            device=device,
+            rank=rank,
+            world_size=world,
+            store=store,
+            provenance=provenance,
+            reps=args.reps,
+            warmup=preset.warmup,
+            iters=preset.iters_per_rep,
+            traces_dir=args.out / "traces" / args.figure,
+            options=json.loads(args.options),
+        )
+        get_experiment(args.figure).run(ctx)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

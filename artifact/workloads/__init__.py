@@ -1,0 +1,1 @@
+"""Workloads: the code that runs on each rank, in a mode (artifact.modes)."""

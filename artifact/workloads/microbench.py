@@ -1,0 +1,111 @@
+"""Fig. 8's microbenchmark: square matmuls beside a large all-reduce, on one rank.
+
+Phases of one iteration (all ranks run the same phase at the same time):
+    nocomm      the matmuls alone (compute in isolation)
+    comm_alone  the collectives alone
+    sequential  the collectives, each drained, then the matmuls (artifact.modes)
+    overlap     the collectives on their stream while the matmuls run on theirs
+
+On one GPU an all-reduce moves no data, so `proxy=True` replaces it with a device-to-
+device copy of the same size on a side stream (the copy engine moves the bytes, so it
+contends for memory bandwidth but not for SMs). Results from it are labelled a proxy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from artifact.measure.timing import synchronize, timed
+from artifact.modes import Mode, issue
+from artifact.precision import dtype_of, matmul_precision
+
+PHASES = ("nocomm", "comm_alone", "sequential", "overlap")
+
+
+@dataclass(frozen=True)
+class MicrobenchSpec:
+    matmul_size: int
+    precision: str
+    comm_bytes: int
+    matmuls_per_iter: int
+    proxy: bool  # device copy instead of all-reduce (one GPU)
+
+    @property
+    def matmul_flops(self) -> int:
+        return 2 * self.matmul_size**3
+
+
+class Microbench:
+    """Buffers and the four phases; `comm_repeats` is set by `calibrate`."""
+
+    def __init__(self, spec: MicrobenchSpec, device: torch.device, seed: int = 0):
+        if spec.proxy and device.type != "cuda":
+            raise ValueError("the copy proxy needs a GPU (it stands in for a one-GPU all-reduce)")
+        self.spec, self.device = spec, device
+        gen = torch.Generator(device=device).manual_seed(seed)
+        n, dt = spec.matmul_size, dtype_of(spec.precision)
+        self.a = torch.randn(n, n, device=device, dtype=dt, generator=gen)
+        self.b = torch.randn(n, n, device=device, dtype=dt, generator=gen)
+        self.c = torch.empty(n, n, device=device, dtype=dt)
+        numel = spec.comm_bytes // 4
+        self.comm_buf = torch.randn(numel, device=device, generator=gen)
+        self.copy_dst = torch.empty_like(self.comm_buf) if spec.proxy else None
+        self.side_stream = torch.cuda.Stream(device) if spec.proxy else None
+        self.comm_repeats = 1
+
+    def _launch_comm(self):
+        if self.spec.proxy:
+            with torch.cuda.stream(self.side_stream):
+                self.copy_dst.copy_(self.comm_buf)
+            return None
+        return dist.all_reduce(self.comm_buf, async_op=True)
+
+    def _matmuls(self) -> None:
+        with matmul_precision(self.spec.precision):
+            for _ in range(self.spec.matmuls_per_iter):
+                torch.mm(self.a, self.b, out=self.c)
+
+    def _join_side_stream(self) -> None:
+        if self.side_stream is not None:
+            torch.cuda.current_stream(self.device).wait_stream(self.side_stream)
+
+    def run_phase(self, phase: str) -> None:
+        if phase == "comm_alone":
+            handles = [
+                issue(Mode.OVERLAP, self._launch_comm, self.device)
+                for _ in range(self.comm_repeats)
+            ]
+        elif phase == "nocomm":
+            handles = []
+        else:
+            mode = Mode(phase)
+            handles = [
+                issue(mode, self._launch_comm, self.device) for _ in range(self.comm_repeats)
+            ]
+        if phase != "comm_alone":
+            self._matmuls()
+        for h in handles:
+            h.wait()
+        self._join_side_stream()
+
+    def calibrate(self, warmup: int) -> int:
+        """Warm up, then repeat the collective so that it spans the matmuls alone.
+
+        Every rank takes the largest count any rank found, so all ranks issue the same
+        collectives.
+        """
+        for phase in PHASES:
+            for _ in range(max(1, warmup)):
+                self.run_phase(phase)
+        synchronize(self.device)
+        self.comm_repeats = 1
+        t_compute = min(timed(lambda: self.run_phase("nocomm"), self.device) for _ in range(3))
+        t_comm = min(timed(lambda: self.run_phase("comm_alone"), self.device) for _ in range(3))
+        repeats = torch.tensor([max(1, round(t_compute / max(t_comm, 1e-9)))], device=self.device)
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(repeats, op=dist.ReduceOp.MAX)
+        self.comm_repeats = int(repeats.item())
+        return self.comm_repeats
