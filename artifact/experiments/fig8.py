@@ -11,10 +11,9 @@ in which a device-to-device copy of the same size stands in for it.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
-
-import numpy as np
 
 from artifact import metrics as eq
 from artifact.aggregate import Derived
@@ -145,7 +144,7 @@ def run(ctx: RunContext) -> None:
             for phase in PHASES:
                 per_rank = measure_phase(
                     ctx,
-                    lambda phase=phase: bench.run_phase(phase),
+                    functools.partial(bench.run_phase, phase),
                     trace_name=f"{config_id}-{phase}",
                     keep_trace=rep == 0,
                     comm=comm_role,
@@ -172,6 +171,3 @@ def run(ctx: RunContext) -> None:
                 results["overlap"][0]["e2e_ms"],
                 results["sequential"][0]["e2e_ms"],
             )
-
-
-__all__ = ["DERIVED", "UNITS", "configs", "run", "np"]

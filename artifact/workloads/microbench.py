@@ -73,18 +73,10 @@ class Microbench:
             torch.cuda.current_stream(self.device).wait_stream(self.side_stream)
 
     def run_phase(self, phase: str) -> None:
-        if phase == "comm_alone":
-            handles = [
-                issue(Mode.OVERLAP, self._launch_comm, self.device)
-                for _ in range(self.comm_repeats)
-            ]
-        elif phase == "nocomm":
-            handles = []
-        else:
-            mode = Mode(phase)
-            handles = [
-                issue(mode, self._launch_comm, self.device) for _ in range(self.comm_repeats)
-            ]
+        # comm_alone issues the collectives as overlap does, with no matmuls beside them;
+        # nocomm issues none (artifact.modes makes them no-ops).
+        mode = {"comm_alone": Mode.OVERLAP, "nocomm": Mode.NOCOMM}.get(phase) or Mode(phase)
+        handles = [issue(mode, self._launch_comm, self.device) for _ in range(self.comm_repeats)]
         if phase != "comm_alone":
             self._matmuls()
         for h in handles:
