@@ -17,10 +17,10 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from artifact import env as envmod
 from artifact.errors import ArtifactError
@@ -29,19 +29,23 @@ SCHEMA_VERSION = 1
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]*$")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` so that `path` is never seen half-written."""
+def atomic_write(path: Path, write: Callable[[IO[str]], object]) -> None:
+    """Call write(file) on a hidden temporary file, then rename it to `path` (never half-seen)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(text)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda f: f.write(text))
 
 
 def ensure_writable(out: Path) -> Path:
@@ -120,7 +124,8 @@ class RunStore:
             **(extra or {}),
         }
         path = self.record_path(figure, config_id, mode, rep)
-        atomic_write_text(path, json.dumps(record, indent=1, sort_keys=True, default=str))
+        # Serialised straight into the temporary file: no second copy of a large record.
+        atomic_write(path, lambda f: json.dump(record, f, indent=1, sort_keys=True, default=str))
         return path
 
     def records(self, figure: str | None = None) -> list[dict[str, Any]]:

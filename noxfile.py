@@ -1,0 +1,152 @@
+"""nox sessions: one per figure (fig4 ... fig11), all, report, tests, lint, bench.
+
+Every session runs the artifact in one shared environment:
+- `.venv/` in the repository, built on first use and rebuilt when pyproject.toml,
+  requirements/constraints.txt or the install steps below change (a stamp file says
+  which inputs built it), so `nox -s all` and `nox -s tests` work on a fresh machine;
+- or the interpreter nox runs in, when ARTIFACT_SYSTEM_PYTHON=1 (the Docker images,
+  whose stack is installed at build time).
+Arguments after `--` go to `python -m artifact run` (try `nox -s fig8 -- --help`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+STAMP = VENV / ".artifact-installed"
+CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
+FIGURES = [f"fig{n}" for n in range(4, 12)]
+
+# Order matters: torch first (an unpinned torch pulls a multi-GB CUDA build), then
+# DeepSpeed, a source distribution whose setup imports torch, without build isolation.
+INSTALL_STEPS = (
+    ("pip==25.3", "setuptools==84.2.1", "wheel==0.48.0"),
+    ("torch==2.13.0", "numpy==2.4.6"),
+    ("--no-build-isolation", "deepspeed==0.19.8"),
+    ("-e", ".[test]"),
+)
+
+nox.options.default_venv_backend = "none"
+nox.options.sessions = ["tests"]
+
+
+def _stamp() -> str:
+    h = hashlib.sha256(repr(INSTALL_STEPS).encode())
+    for f in (ROOT / "pyproject.toml", CONSTRAINTS):
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _python(session: nox.Session) -> str:
+    """The interpreter that runs the artifact, installing `.venv` if it is missing or stale."""
+    if os.environ.get("ARTIFACT_SYSTEM_PYTHON") == "1":
+        return sys.executable
+    py = str(VENV / "bin" / "python")
+    if STAMP.is_file() and STAMP.read_text() == _stamp():
+        return py
+    session.log(f"installing the pinned stack into {VENV} (once; a few minutes)")
+    if not Path(py).exists():
+        session.run(sys.executable, "-m", "venv", str(VENV))
+    for step in INSTALL_STEPS:
+        session.run(
+            py,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-c",
+            str(CONSTRAINTS),
+            *step,
+        )
+    STAMP.write_text(_stamp())
+    return py
+
+
+def _figure_session(figure: str):
+    def run_figure(session: nox.Session) -> None:
+        session.run(_python(session), "-m", "artifact", "run", figure, *session.posargs)
+
+    run_figure.__doc__ = f"Run {figure}'s experiment (tiny preset on CPU, quick on GPU)."
+    return run_figure
+
+
+for _fig in FIGURES:
+    nox.session(name=_fig)(_figure_session(_fig))
+
+
+def _has_gpu(py: str) -> bool:
+    code = "import torch; print(int(torch.cuda.is_available()))"
+    return subprocess.run([py, "-c", code], capture_output=True, text=True).stdout.strip() == "1"
+
+
+@nox.session(name="all")
+def all_figures(session: nox.Session) -> None:
+    """Every figure into one results folder, then its summary. A failing figure does not stop the others."""
+    py = _python(session)
+    args = list(session.posargs)
+    if "--out" not in args:
+        preset = (
+            args[args.index("--preset") + 1]
+            if "--preset" in args
+            else ("quick" if _has_gpu(py) else "tiny")
+        )
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        args += ["--out", str(ROOT / "results" / f"{stamp}-{preset}")]
+    implemented = subprocess.run(
+        [py, "-c", "from artifact.experiments import IMPLEMENTED; print(*IMPLEMENTED)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    failed = []
+    for fig in FIGURES:
+        if fig not in implemented:
+            session.log(f"{fig}: not implemented yet (skipped)")
+            continue
+        rc = subprocess.run([py, "-m", "artifact", "run", fig, *args]).returncode
+        if rc != 0:
+            failed.append(f"{fig} (exit {rc})")
+    out = args[args.index("--out") + 1]
+    session.run(py, "-m", "artifact", "summarize", out, success_codes=[0, 2])
+    session.log(f"results: {out}")
+    session.log(
+        f"not implemented yet: {', '.join(f for f in FIGURES if f not in implemented) or 'none'}"
+    )
+    if failed:
+        session.error(f"failed: {', '.join(failed)}")
+
+
+@nox.session
+def report(session: nox.Session) -> None:
+    """Write the appendix-style report of a results folder: nox -s report -- DIR."""
+    session.run(_python(session), "-m", "artifact", "report", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite (CPU; distributed tests use 2 gloo processes)."""
+    session.run(_python(session), "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff lint and format check."""
+    py = _python(session)
+    session.run(py, "-m", "ruff", "check", ".")
+    session.run(py, "-m", "ruff", "format", "--check", ".")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks: profiler overhead and trace-parsing throughput (vs HTA), as ratios."""
+    session.run(_python(session), str(ROOT / "benchmarks" / "bench_measure.py"), *session.posargs)

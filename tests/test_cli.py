@@ -1,0 +1,93 @@
+"""Bad input: one clear line naming the value and the accepted ones, exit 2, nothing written."""
+
+import json
+
+import pytest
+
+from tests.conftest import tree
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["run", "fig99"],
+            "unknown figure 'fig99'; accepted: fig4, fig5, fig6, fig7, fig8, fig9, fig10, fig11",
+        ),
+        (
+            ["run", "fig8", "--preset", "huge"],
+            "unknown preset 'huge'; accepted: tiny, quick, paper",
+        ),
+        (
+            ["run", "fig8", "--device", "tpu"],
+            "unknown device 'tpu'; accepted: auto, cpu, cuda, rocm",
+        ),
+        (
+            ["run", "fig8", "--device", "cuda"],
+            "device 'cuda' is not available on this machine; accepted here: cpu",
+        ),
+        (
+            ["run", "fig8", "--preset", "quick"],
+            "preset 'quick' needs a GPU; on CPU use --preset tiny",
+        ),
+        (
+            ["run", "fig8", "--precision", "fp8"],
+            "unknown precision 'fp8'; accepted: fp32, tf32, fp16, bf16",
+        ),
+        (["run", "fig8", "--reps", "0"], "--reps must be at least 1, got 0"),
+        (["run", "fig4"], "fig4: not implemented yet"),
+        (["run", "fig11"], "fig11: not implemented yet"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_nothing_written(cli, tmp_path, args, message):
+    out = tmp_path / "out"
+    res = cli(*args, "--out", str(out))
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert lines == [f"error: {message}"]
+    assert "Traceback" not in res.stdout + res.stderr
+    assert not out.exists()
+
+
+def test_unwritable_out_dir(cli, tmp_path):
+    # A path below a regular file cannot be created, even by root (CI runs as root).
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    out = blocker / "results"
+    res = cli("run", "fig8", "--out", str(out))
+    assert res.returncode == 2
+    assert res.stderr.strip().startswith(f"error: cannot write to output folder '{out}'")
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert blocker.read_text() == "x" and tree(tmp_path) == ["a-file"]
+
+
+def test_summarize_of_empty_folder_is_a_clear_error(cli, tmp_path):
+    res = cli("summarize", str(tmp_path))
+    assert res.returncode == 2
+    assert res.stderr.strip() == f"error: no records under '{tmp_path / 'records'}'"
+    assert tree(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", ["compare", "report"])
+def test_not_yet_commands_say_so(cli, tmp_path, command):
+    res = cli(command, str(tmp_path))
+    assert res.returncode == 2
+    assert res.stderr.strip() == f"error: {command}: not implemented yet"
+
+
+def test_env_on_cpu_reports_cpu_cleanly(cli):
+    res = cli("env", "--json")
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    info = json.loads(res.stdout)
+    assert info["device_kind"] == "cpu"
+    assert info["gpu_count"] == 0 and info["gpu_model"] is None and info["driver"] is None
+    assert info["torch"].startswith("2.")
+    for key in ("deepspeed", "megatron_core", "nccl", "cuda", "rocm", "git_commit", "comm_env"):
+        assert key in info
+
+
+def test_env_table(cli):
+    res = cli("env")
+    assert res.returncode == 0
+    assert "device_kind" in res.stdout and "cpu" in res.stdout
