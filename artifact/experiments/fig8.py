@@ -19,7 +19,7 @@ from artifact import metrics as eq
 from artifact.aggregate import Derived
 from artifact.config import Preset
 from artifact.runner import BASE_UNITS, RunContext, measure_phase, reduce_ranks, rep_done
-from artifact.workloads.microbench import PHASES, Microbench, MicrobenchSpec
+from artifact.workloads.microbench import PHASES, Microbench, MicrobenchSpec, phase_order
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ def run(ctx: RunContext) -> None:
         log.info("%s: collective repeated %d times to span the matmuls", config_id, repeats)
         for rep in todo:
             results = {}
-            for phase in PHASES:
+            for phase in phase_order(rep):
                 per_rank = measure_phase(
                     ctx,
                     functools.partial(bench.run_phase, phase),

@@ -25,6 +25,16 @@ from artifact.precision import dtype_of, matmul_precision
 PHASES = ("nocomm", "comm_alone", "sequential", "overlap")
 
 
+def phase_order(rep: int) -> tuple[str, ...]:
+    """PHASES rotated by rep, so no phase always runs first (or always after overlap).
+
+    On an H200 at its 700 W limit, matmuls right after a busy phase ran ~10 % slower than
+    the same matmuls later on: a fixed order would bias whichever phase comes first.
+    """
+    k = rep % len(PHASES)
+    return PHASES[k:] + PHASES[:k]
+
+
 @dataclass(frozen=True)
 class MicrobenchSpec:
     matmul_size: int
@@ -94,10 +104,12 @@ class Microbench:
                 self.run_phase(phase)
         synchronize(self.device)
         self.comm_repeats = 1
+        if not self.spec.proxy and dist.get_world_size() == 1:
+            return 1  # a one-rank all-reduce moves no data: repeating it only adds launches
         t_compute = min(timed(lambda: self.run_phase("nocomm"), self.device) for _ in range(3))
         t_comm = min(timed(lambda: self.run_phase("comm_alone"), self.device) for _ in range(3))
         repeats = torch.tensor([max(1, round(t_compute / max(t_comm, 1e-9)))], device=self.device)
-        if dist.is_initialized() and dist.get_world_size() > 1:
+        if dist.get_world_size() > 1:
             dist.all_reduce(repeats, op=dist.ReduceOp.MAX)
         self.comm_repeats = int(repeats.item())
         return self.comm_repeats
