@@ -77,6 +77,7 @@ class Preset:
     reps: int  # repetitions; each gives one record per mode
     iters_per_rep: int  # measured iterations averaged into one repetition
     cpu_processes: int  # gloo processes when running on CPU
+    power_window_s: float = 0.0  # per phase: how long to repeat it under the power sampler
     microbench: MicrobenchConfig = field(
         default_factory=lambda: MicrobenchConfig(8192, "bf16", 1 << 30, 8)
     )
@@ -107,6 +108,7 @@ PRESETS: dict[str, Preset] = {
             reps=10,
             iters_per_rep=5,
             cpu_processes=2,
+            power_window_s=1.5,
         ),
         Preset(
             "paper",
@@ -118,6 +120,7 @@ PRESETS: dict[str, Preset] = {
             reps=25,
             iters_per_rep=5,
             cpu_processes=2,
+            power_window_s=3.0,
         ),
     )
 }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
 
 from artifact.config import Preset
-from artifact.measure import kernels
+from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize, timed
 from artifact.store import RunStore
 
@@ -53,6 +54,8 @@ class RunContext:
     iters: int
     traces_dir: Path | None = None  # where rep 0's traces are kept; None keeps none
     options: dict[str, Any] = field(default_factory=dict)  # experiment knobs from the CLI
+    power_backend: power.Backend = field(default_factory=power.NoneBackend)
+    power_interval_s: float = power.DEFAULT_INTERVAL_S
 
     @property
     def is_writer(self) -> bool:
@@ -133,6 +136,52 @@ def measure_phase(
         "memory_ms": (per_iter["memory_us"] / 1e3).tolist(),
         "overlap_fraction": per_iter["overlap_fraction"].tolist(),
     }
+
+
+POWER_UNITS = {
+    "power_mean_w": "W",
+    "power_peak_w": "W",
+    "power_counter_mean_w": "W",
+    "power_mean_pct_tdp": "%",
+    "power_peak_pct_tdp": "%",
+    "energy_per_iter_j": "J",
+    "power_resolution_ms": "ms",
+    "energy_resolution_ms": "ms",
+    "power_window_s": "s",
+}
+
+
+def measure_power(ctx: RunContext, step: Callable[[], None]) -> dict[str, list[float]]:
+    """Repeat `step` for the preset's power window under the sampler; this rank's numbers.
+
+    Empty where there is no telemetry (backend 'none') or the preset sets no window:
+    power then stays out of the records rather than being recorded as zeros.
+    """
+    seconds = ctx.preset.power_window_s
+    if ctx.power_backend.name == "none" or seconds <= 0:
+        return {}
+    ctx.barrier()
+    iters = 0
+    with power.PowerSampler(ctx.power_backend, ctx.power_interval_s) as sampler:
+        t_end = time.perf_counter() + seconds
+        while time.perf_counter() < t_end:
+            step()
+            iters += 1
+        synchronize(ctx.device)
+    w = power.window_power(sampler.samples())
+    tdp = ctx.power_backend.power_limit_w()
+    values = {
+        "power_mean_w": w.mean_w,
+        "power_peak_w": w.peak_w,
+        "power_counter_mean_w": w.counter_mean_w,
+        "power_mean_pct_tdp": 100 * w.mean_w / tdp,
+        "power_peak_pct_tdp": 100 * w.peak_w / tdp,
+        "energy_per_iter_j": w.energy_j / iters,
+        "power_resolution_ms": w.resolution_s * 1e3,
+        "energy_resolution_ms": w.energy_resolution_s * 1e3,
+        "power_window_s": w.seconds,
+    }
+    return {k: [v] for k, v in values.items()}
 
 
 def _nanmean(values) -> float:

@@ -14,6 +14,7 @@ import torch.distributed as dist
 from artifact import env as envmod
 from artifact.config import get_preset
 from artifact.experiments import get_experiment
+from artifact.measure import power
 from artifact.runner import RunContext
 from artifact.store import RunStore
 
@@ -23,6 +24,16 @@ def _device(kind: str, local_rank: int) -> torch.device:
         return torch.device("cpu")
     torch.cuda.set_device(local_rank)
     return torch.device("cuda", local_rank)
+
+
+def _physical_index(local_rank: int) -> int:
+    """NVML/AMD-SMI index of this rank's GPU: NVML ignores CUDA_VISIBLE_DEVICES."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
+    if visible:
+        entries = [v.strip() for v in visible.split(",")]
+        if local_rank < len(entries) and entries[local_rank].isdigit():
+            return int(entries[local_rank])
+    return local_rank
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -56,6 +67,11 @@ def main(argv: list[str] | None = None) -> None:
             "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", 1)) if world > 1 else 1,
         }
         store = RunStore(args.out)
+        backend = (
+            power.open_backend("auto", _physical_index(local_rank))
+            if device.type == "cuda"
+            else power.NoneBackend()
+        )
         ctx = RunContext(
             figure=args.figure,
             preset=preset,
@@ -69,8 +85,12 @@ def main(argv: list[str] | None = None) -> None:
             iters=preset.iters_per_rep,
             traces_dir=args.out / "traces" / args.figure,
             options=json.loads(args.options),
+            power_backend=backend,
         )
-        get_experiment(args.figure).run(ctx)
+        try:
+            get_experiment(args.figure).run(ctx)
+        finally:
+            backend.close()
     finally:
         dist.destroy_process_group()
 

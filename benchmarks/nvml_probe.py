@@ -11,9 +11,15 @@ import torch
 
 pynvml.nvmlInit()
 h = pynvml.nvmlDeviceGetHandleByIndex(0)
-print("name", pynvml.nvmlDeviceGetName(h), "limit W", pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1e3)
+print(
+    "name", pynvml.nvmlDeviceGetName(h), "limit W", pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1e3
+)
 print("limit range W", [x / 1e3 for x in pynvml.nvmlDeviceGetPowerManagementLimitConstraints(h)])
-FI = {n: getattr(pynvml, n) for n in ("NVML_FI_DEV_POWER_INSTANT", "NVML_FI_DEV_POWER_AVERAGE") if hasattr(pynvml, n)}
+FI = {
+    n: getattr(pynvml, n)
+    for n in ("NVML_FI_DEV_POWER_INSTANT", "NVML_FI_DEV_POWER_AVERAGE")
+    if hasattr(pynvml, n)
+}
 print("fields", FI)
 
 stop = threading.Event()
@@ -48,8 +54,10 @@ for name, fn in readers.items():
             changes.append(now)
             last = v
         time.sleep(0.002)
-    gaps = [b - a for a, b in zip(changes[1:], changes[2:])]
+    gaps = [b - a for a, b in zip(changes[1:], changes[2:], strict=False)]
     med = sorted(gaps)[len(gaps) // 2] if gaps else float("nan")
-    print(f"{name}: {n} polls, {len(changes)} distinct, median change interval {med * 1e3:.1f} ms, last {last}")
+    print(
+        f"{name}: {n} polls, {len(changes)} distinct, median change interval {med * 1e3:.1f} ms, last {last}"
+    )
 stop.set()
 t.join()

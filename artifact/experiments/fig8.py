@@ -18,7 +18,15 @@ from typing import Any
 from artifact import metrics as eq
 from artifact.aggregate import Derived
 from artifact.config import Preset
-from artifact.runner import BASE_UNITS, RunContext, measure_phase, reduce_ranks, rep_done
+from artifact.runner import (
+    BASE_UNITS,
+    POWER_UNITS,
+    RunContext,
+    measure_phase,
+    measure_power,
+    reduce_ranks,
+    rep_done,
+)
 from artifact.workloads.microbench import PHASES, Microbench, MicrobenchSpec, phase_order
 
 log = logging.getLogger(__name__)
@@ -30,6 +38,7 @@ ONE_GPU_NOTE = "one GPU: the all-reduce moves no data"
 
 UNITS = {
     **BASE_UNITS,
+    **POWER_UNITS,
     "comm_role_ms": "ms",
     "matmul_tflops": "TFLOP/s",
     "comm_algbw_GBps": "GB/s",
@@ -138,17 +147,26 @@ def run(ctx: RunContext) -> None:
         repeats = bench.calibrate(ctx.warmup)
         config = {**config, "comm_repeats": repeats}
         comm_role = ("memory",) if spec.proxy else ("communication",)
+        power_info = {
+            "backend": ctx.power_backend.name,
+            "interval_s": ctx.power_interval_s,
+            "limit_w": ctx.power_backend.power_limit_w(),
+            "peak_from": "NVML_FI_DEV_POWER_INSTANT (polled power where absent)",
+            "energy_from": "cumulative energy counter difference",
+        }
         log.info("%s: collective repeated %d times to span the matmuls", config_id, repeats)
         for rep in todo:
             results = {}
             for phase in phase_order(rep):
+                step = functools.partial(bench.run_phase, phase)
                 per_rank = measure_phase(
                     ctx,
-                    functools.partial(bench.run_phase, phase),
+                    step,
                     trace_name=f"{config_id}-{phase}",
                     keep_trace=rep == 0,
                     comm=comm_role,
                 )
+                per_rank |= measure_power(ctx, step)
                 results[phase] = reduce_ranks(per_rank)
             if not ctx.is_writer:
                 continue
@@ -162,7 +180,7 @@ def run(ctx: RunContext) -> None:
                     metrics=_phase_metrics(m, phase, spec, repeats, ctx.world_size),
                     units=UNITS,
                     provenance=ctx.provenance,
-                    extra={"per_rank": per_rank_means},
+                    extra={"per_rank": per_rank_means, "power": power_info},
                 )
             log.info(
                 "%s rep %d: overlap %.3f ms, sequential %.3f ms",

@@ -142,19 +142,24 @@ def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.column_stack([seg_start, seg_end])
 
 
-def intersection_length(a: np.ndarray, b: np.ndarray) -> float:
-    """Total length of the intersection of two merged interval sets (two-pointer sweep)."""
-    i = j = 0
-    total = 0.0
+def intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Intersection of two merged interval sets, itself merged (two-pointer sweep)."""
+    out, i, j = [], 0, 0
     while i < len(a) and j < len(b):
         lo, hi = max(a[i, 0], b[j, 0]), min(a[i, 1], b[j, 1])
         if hi > lo:
-            total += hi - lo
+            out.append((lo, hi))
         if a[i, 1] < b[j, 1]:
             i += 1
         else:
             j += 1
-    return total
+    return np.array(out, dtype=float).reshape(-1, 2)
+
+
+def intersection_length(a: np.ndarray, b: np.ndarray) -> float:
+    """Total length of the intersection of two merged interval sets."""
+    both = intersect(a, b)
+    return float((both[:, 1] - both[:, 0]).sum())
 
 
 def _union_of(df: pd.DataFrame, categories: tuple[str, ...]) -> np.ndarray:

@@ -1,0 +1,275 @@
+"""GPU power telemetry: a background sampler over NVML, AMD-SMI, or nothing.
+
+What is read (DESIGN.md section 3, "Power"):
+- power: NVML's nvmlDeviceGetPowerUsage (a ~1 s running average on parts other than
+  A100, per NVIDIA's documentation) and, where the field exists, the instant reading
+  NVML_FI_DEV_POWER_INSTANT, from which peaks are taken; AMD-SMI's socket power;
+- energy: the cumulative energy counter. The energy of a phase is the counter's
+  difference across it, never an integral of coarse power samples;
+- SM clock and temperature.
+Every reading refreshes far more slowly than it can be polled (about every 100 ms for
+each NVML field on an H200, measured with benchmarks/nvml_probe.py), so the sampler
+measures the *effective* resolution at run time: the median interval between changes
+of each field. Records and the report carry it next to every power number.
+
+Sample times are epoch nanoseconds (time.time_ns), the clock torch.profiler traces
+are based on (`baseTimeNanoseconds` + ts), so samples can be laid on the kernel
+timeline (`label_samples`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+
+from artifact.errors import bad_choice
+from artifact.measure.kernels import intersect, intersection_length, merge_intervals
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "nvml", "amdsmi", "none")
+FIELDS = ("power_w", "power_instant_w", "energy_j", "sm_clock_mhz", "temp_c")
+DEFAULT_INTERVAL_S = 0.020
+
+
+class Backend(Protocol):
+    name: str
+
+    def read(self) -> tuple[float, ...]:
+        """One value per FIELDS entry (NaN where the device has none)."""
+
+    def power_limit_w(self) -> float:
+        """The enforced power limit (the TDP the paper normalises by)."""
+
+    def limit_range_w(self) -> tuple[float, float]: ...
+
+    def close(self) -> None: ...
+
+
+class NvmlBackend:
+    name = "nvml"
+
+    def __init__(self, index: int):
+        import pynvml
+
+        self._nv = pynvml
+        pynvml.nvmlInit()
+        self._h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        self._instant = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", None)
+        if self._instant is not None:  # older drivers lack the field: fall back to usage
+            v = pynvml.nvmlDeviceGetFieldValues(self._h, [self._instant])[0]
+            if v.nvmlReturn != pynvml.NVML_SUCCESS:
+                self._instant = None
+
+    def read(self) -> tuple[float, ...]:
+        nv, h = self._nv, self._h
+        power = nv.nvmlDeviceGetPowerUsage(h) / 1e3
+        instant = float("nan")
+        if self._instant is not None:
+            instant = nv.nvmlDeviceGetFieldValues(h, [self._instant])[0].value.uiVal / 1e3
+        energy = nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1e3
+        clock = nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)
+        temp = nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)
+        return (power, instant, energy, float(clock), float(temp))
+
+    def power_limit_w(self) -> float:
+        return self._nv.nvmlDeviceGetEnforcedPowerLimit(self._h) / 1e3
+
+    def limit_range_w(self) -> tuple[float, float]:
+        lo, hi = self._nv.nvmlDeviceGetPowerManagementLimitConstraints(self._h)
+        return lo / 1e3, hi / 1e3
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._nv.nvmlShutdown()
+
+
+class AmdSmiBackend:
+    name = "amdsmi"
+
+    def __init__(self, index: int):
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints when libamd_smi.so is absent
+            import amdsmi
+        self._a = amdsmi
+        amdsmi.amdsmi_init()
+        self._h = amdsmi.amdsmi_get_processor_handles()[index]
+
+    def read(self) -> tuple[float, ...]:
+        a, h = self._a, self._h
+        p = a.amdsmi_get_power_info(h)
+        power = float(p.get("current_socket_power") or p.get("average_socket_power") or "nan")
+        e = a.amdsmi_get_energy_count(h)
+        energy_uj = e.get("energy_accumulator", 0) * e.get("counter_resolution", 1.0)
+        clock = a.amdsmi_get_clock_info(h, a.AmdSmiClkType.GFX).get("clk", float("nan"))
+        temp = a.amdsmi_get_temp_metric(
+            h, a.AmdSmiTemperatureType.EDGE, a.AmdSmiTemperatureMetric.CURRENT
+        )
+        return (power, power, energy_uj / 1e6, float(clock), float(temp))
+
+    def power_limit_w(self) -> float:
+        return float(self._a.amdsmi_get_power_cap_info(self._h)["power_cap"]) / 1e6
+
+    def limit_range_w(self) -> tuple[float, float]:
+        info = self._a.amdsmi_get_power_cap_info(self._h)
+        return float(info["min_power_cap"]) / 1e6, float(info["max_power_cap"]) / 1e6
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._a.amdsmi_shut_down()
+
+
+class NoneBackend:
+    """No telemetry here (a CPU machine): every reading is NaN, and the report says so."""
+
+    name = "none"
+
+    def read(self) -> tuple[float, ...]:
+        return (float("nan"),) * len(FIELDS)
+
+    def power_limit_w(self) -> float:
+        return float("nan")
+
+    def limit_range_w(self) -> tuple[float, float]:
+        return float("nan"), float("nan")
+
+    def close(self) -> None:
+        pass
+
+
+def open_backend(name: str = "auto", index: int = 0) -> Backend:
+    """The named backend, or for 'auto' the first that works: NVML, AMD-SMI, none."""
+    if name not in BACKENDS:
+        raise bad_choice("power backend", name, BACKENDS)
+    kinds = {"nvml": [NvmlBackend], "amdsmi": [AmdSmiBackend], "none": []}
+    for cls in kinds.get(name, [NvmlBackend, AmdSmiBackend]):
+        try:
+            return cls(index)
+        except Exception as e:  # NVMLError_LibraryNotFound, KeyError('libamd_smi.so'), ...
+            log.info("power backend %s unavailable: %s", cls.name, e)
+    return NoneBackend()
+
+
+@dataclass
+class PowerSampler:
+    """Polls a backend every `interval_s` on a thread; use as a context manager."""
+
+    backend: Backend
+    interval_s: float = DEFAULT_INTERVAL_S
+    _rows: list[tuple] = field(default_factory=list, init=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
+
+    def _loop(self) -> None:
+        next_t = time.perf_counter()
+        while not self._stop.is_set():
+            self._rows.append((time.time_ns(), *self.backend.read()))
+            next_t += self.interval_s
+            self._stop.wait(max(0.0, next_t - time.perf_counter()))
+
+    def __enter__(self) -> PowerSampler:
+        self._rows.clear()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="power-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._rows.append((time.time_ns(), *self.backend.read()))  # a closing reading
+
+    def samples(self) -> pd.DataFrame:
+        """Columns t_ns (epoch ns) and FIELDS, one row a poll."""
+        return pd.DataFrame(self._rows, columns=["t_ns", *FIELDS])
+
+
+def effective_resolution_s(samples: pd.DataFrame, column: str) -> float:
+    """Median interval between changes of `column`: how often the reading really refreshes."""
+    s = samples[["t_ns", column]].dropna()
+    if len(s) < 3:
+        return float("nan")
+    changed = s[column].ne(s[column].shift())
+    t = s.loc[changed, "t_ns"].to_numpy()[1:]  # the first row is a change by definition
+    return float(np.median(np.diff(t)) / 1e9) if len(t) >= 2 else float("nan")
+
+
+@dataclass(frozen=True)
+class WindowPower:
+    mean_w: float  # mean of the polled power (nvmlDeviceGetPowerUsage)
+    peak_w: float  # max of the instant field (or of polled power where none)
+    energy_j: float  # cumulative-counter difference over the window
+    seconds: float
+    samples: int
+    resolution_s: float  # effective refresh interval of the polled power
+    energy_resolution_s: float
+
+    @property
+    def counter_mean_w(self) -> float:
+        """Energy over time: the counter's own mean power, recorded beside the polled one."""
+        return self.energy_j / self.seconds if self.seconds > 0 else float("nan")
+
+
+def window_power(samples: pd.DataFrame) -> WindowPower:
+    """Summarise the samples of one window (a sampler's whole run)."""
+    if samples.empty:
+        nan = float("nan")
+        return WindowPower(nan, nan, nan, 0.0, 0, nan, nan)
+    peak_col = "power_instant_w" if samples["power_instant_w"].notna().any() else "power_w"
+    seconds = (samples["t_ns"].iloc[-1] - samples["t_ns"].iloc[0]) / 1e9
+    return WindowPower(
+        mean_w=float(samples["power_w"].mean()),
+        peak_w=float(samples[peak_col].max()),
+        energy_j=float(samples["energy_j"].iloc[-1] - samples["energy_j"].iloc[0]),
+        seconds=float(seconds),
+        samples=len(samples),
+        resolution_s=effective_resolution_s(samples, "power_w"),
+        energy_resolution_s=effective_resolution_s(samples, "energy_j"),
+    )
+
+
+def trace_base_ns(trace: dict) -> int:
+    """Epoch ns that a torch.profiler trace's `ts` (microseconds) count from."""
+    return int(trace.get("baseTimeNanoseconds", 0))
+
+
+STATES = ("overlap", "compute_only", "comm_only", "idle")
+
+
+def label_samples(
+    samples: pd.DataFrame,
+    table: pd.DataFrame,
+    base_ns: int,
+    comm: tuple[str, ...] = ("communication",),
+    lookback_s: float = 0.0,
+) -> pd.Series:
+    """Each sample's kernel-timeline state: overlap, compute_only, comm_only or idle.
+
+    A reading stands for the interval [t - lookback_s, t] (0: the instant of the poll;
+    the refresh interval is a fairer choice for averaged fields); the state is the one
+    that covers most of that interval.
+    """
+    to_ns = lambda us: base_ns + np.asarray(us, float) * 1e3  # noqa: E731
+    comp = table[table["category"] == "compute"]
+    com = table[table["category"].isin(comm)]
+    comp_u = merge_intervals(to_ns(comp["start"]), to_ns(comp["start"] + comp["dur"]))
+    comm_u = merge_intervals(to_ns(com["start"]), to_ns(com["start"] + com["dur"]))
+    both = intersect(comp_u, comm_u)
+    labels = []
+    eps = 1.0  # ns: a zero-length window still probes the instant
+    for t in samples["t_ns"].to_numpy(dtype=float):
+        w = np.array([[t - max(lookback_s * 1e9, eps), t]])
+        o = intersection_length(w, both)
+        c = intersection_length(w, comp_u) - o
+        m = intersection_length(w, comm_u) - o
+        idle = (w[0, 1] - w[0, 0]) - o - c - m
+        labels.append(STATES[int(np.argmax([o, c, m, idle]))])
+    return pd.Series(labels, index=samples.index, name="state")
