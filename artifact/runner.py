@@ -124,11 +124,7 @@ def measure_phase(
             path = ctx.traces_dir / f"{trace_name}-rank{ctx.rank}.json"
         prof.export_chrome_trace(str(path))
         table = kernels.kernel_table(kernels.load_trace(path))
-    per_iter = kernels.per_iteration(table, comm)
-    if len(per_iter) != ctx.iters:
-        log.warning(
-            "%s: trace has %d marked iterations, expected %d", trace_name, len(per_iter), ctx.iters
-        )
+    per_iter = kernels.per_iteration(table, ctx.iters, comm)
     return {
         "e2e_ms": [t * 1e3 for t in e2e],
         "compute_ms": (per_iter["compute_us"] / 1e3).tolist(),

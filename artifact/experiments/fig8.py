@@ -5,8 +5,10 @@ slowdown, all-reduce algbw and busbw (nccl-tests: busbw = algbw * 2(n-1)/n), E2E
 overlap and sequential, the derived ideal (Eq. 4) and ConCCL's max-ideal, the sequential
 penalty, and V1 (sequential compute vs compute alone).
 
-With one GPU the all-reduce moves no data, so the experiment also runs a labelled proxy
-in which a device-to-device copy of the same size stands in for it.
+With one GPU the all-reduce moves no data, so the experiment also runs two labelled
+proxies (artifact.workloads.microbench): NCCL's one-rank reduction kernel (an AVG
+all-reduce: SM-driven, like NCCL's kernels on several GPUs) and a device-to-device copy
+(copy engine: bandwidth contention without SM contention).
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ from artifact.workloads.microbench import PHASES, Microbench, MicrobenchSpec, ph
 
 log = logging.getLogger(__name__)
 
-PROXY_NOTE = (
-    "proxy: a device-to-device copy of the same size stands in for the all-reduce (one GPU)"
-)
-ONE_GPU_NOTE = "one GPU: the all-reduce moves no data"
+ONE_GPU_NOTES = {
+    "allreduce": "one GPU: the all-reduce moves no data and runs no kernel",
+    "onerank-avg": "proxy: NCCL's one-rank AVG all-reduce kernel (reads and writes the buffer on SMs) stands in for the all-reduce (one GPU)",
+    "copy": "proxy: a device-to-device copy of the same size (copy engine) stands in for the all-reduce (one GPU)",
+}
+PARALLELISM = {"allreduce": "allreduce", "onerank-avg": "proxy-nccl-onerank", "copy": "proxy-copy"}
 
 UNITS = {
     **BASE_UNITS,
@@ -90,12 +94,13 @@ def configs(
     size = int(options.get("matmul_size") or mb.matmul_size)
     precision = options.get("precision") or mb.dtype
     comm_bytes = int(options.get("comm_bytes") or mb.comm_bytes)
-    variants = [("allreduce", False, ONE_GPU_NOTE if world_size == 1 else "")]
+    comms = ["allreduce"]
     if world_size == 1 and device_type == "cuda":
-        variants.append(("proxy-copy", True, PROXY_NOTE))
+        comms += ["onerank-avg", "copy"]
     out = []
-    for parallelism, proxy, note in variants:
-        spec = MicrobenchSpec(size, precision, comm_bytes, mb.matmuls_per_iter, proxy)
+    for comm in comms:
+        parallelism = PARALLELISM[comm]
+        spec = MicrobenchSpec(size, precision, comm_bytes, mb.matmuls_per_iter, comm)
         model = f"matmul-{size}"
         config_id = f"{model}_{precision}_{parallelism}_{comm_bytes >> 20}MiB_w{world_size}"
         config = {
@@ -106,8 +111,9 @@ def configs(
             "world_size": world_size,
             "comm_bytes": comm_bytes,
             "matmuls_per_iter": mb.matmuls_per_iter,
-            "proxy": proxy,
-            "note": note,
+            "comm": comm,
+            "proxy": comm != "allreduce",
+            "note": ONE_GPU_NOTES[comm] if world_size == 1 else "",
         }
         out.append((config_id, config, spec))
     return out
@@ -118,7 +124,7 @@ def _phase_metrics(
 ) -> dict[str, float]:
     """Add the microbenchmark's own metrics to one phase's base metrics."""
     m = dict(m)
-    comm_ms = m["memory_ms"] if spec.proxy else m["communication_ms"]
+    comm_ms = m["memory_ms"] if spec.comm == "copy" else m["communication_ms"]
     nan = float("nan")
     m["comm_role_ms"] = comm_ms if phase != "nocomm" else nan
     has_compute = phase != "comm_alone" and m["compute_ms"] > 0
@@ -130,7 +136,7 @@ def _phase_metrics(
     has_comm = phase != "nocomm" and comm_ms > 0
     algbw = spec.comm_bytes * repeats / (comm_ms * 1e-3) / 1e9 if has_comm else nan
     m["comm_algbw_GBps"] = algbw
-    m["comm_busbw_GBps"] = algbw * eq.busbw_factor(world) if not spec.proxy and world > 1 else nan
+    m["comm_busbw_GBps"] = algbw * eq.busbw_factor(world) if world > 1 else nan
     return m
 
 
@@ -146,7 +152,7 @@ def run(ctx: RunContext) -> None:
         bench = Microbench(spec, ctx.device, seed=ctx.rank)
         repeats = bench.calibrate(ctx.warmup)
         config = {**config, "comm_repeats": repeats}
-        comm_role = ("memory",) if spec.proxy else ("communication",)
+        comm_role = ("memory",) if spec.comm == "copy" else ("communication",)
         power_info = {
             "backend": ctx.power_backend.name,
             "interval_s": ctx.power_interval_s,

@@ -29,7 +29,9 @@ import torch
 CATEGORIES = ("compute", "communication", "memory")
 ITER_PREFIX = "artifact.iter#"
 
-COMM_KERNEL = re.compile(r"^(nccl|rccl)", re.IGNORECASE)
+# ncclDevKernel_* / ncclKernel_* (RCCL's too), and NCCL's one-rank reduction kernel, which
+# a one-GPU all-reduce with op AVG runs (a mangled name from NCCL's onerank.cu).
+COMM_KERNEL = re.compile(r"^(nccl|rccl)|oneRankReduce", re.IGNORECASE)
 MEMORY_KERNEL = re.compile(r"^(memcpy|memset)", re.IGNORECASE)
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}  # ROCm traces use the same names
@@ -54,7 +56,7 @@ def load_trace(path: Path | str) -> dict[str, Any]:
 def classify_gpu(name: str, trace_cat: str) -> str:
     if trace_cat in ("gpu_memcpy", "gpu_memset") or MEMORY_KERNEL.match(name):
         return "memory"
-    if COMM_KERNEL.match(name):
+    if COMM_KERNEL.search(name):
         return "communication"
     return "compute"
 
@@ -180,14 +182,23 @@ def overlap_fraction(df: pd.DataFrame, comm: tuple[str, ...] = ("communication",
     return intersection_length(_union_of(df, ("compute",)), comm_union) / comm_time
 
 
-def per_iteration(df: pd.DataFrame, comm: tuple[str, ...] = ("communication",)) -> pd.DataFrame:
-    """Per marked iteration: summed kernel time (us) per category and the overlap fraction."""
+def per_iteration(
+    df: pd.DataFrame, iterations: int, comm: tuple[str, ...] = ("communication",)
+) -> pd.DataFrame:
+    """Iterations 0..iterations-1: summed kernel time (us) per category and overlap fraction.
+
+    An iteration that ran no kernel of a category has 0 us of it (a one-rank all-reduce
+    launches no kernel at all), and NaN overlap when it ran no communication.
+    """
     df = df[df["iteration"] >= 0]
-    sums = df.pivot_table(
-        index="iteration", columns="category", values="dur", aggfunc="sum", fill_value=0.0
-    ).reindex(columns=list(CATEGORIES), fill_value=0.0)
+    sums = (
+        df.pivot_table(index="iteration", columns="category", values="dur", aggfunc="sum")
+        .reindex(index=range(iterations), columns=list(CATEGORIES))
+        .fillna(0.0)
+    )
     sums.columns = [f"{c}_us" for c in sums.columns]
+    groups = dict(list(df.groupby("iteration")))
     sums["overlap_fraction"] = [
-        overlap_fraction(group, comm) for _, group in df.groupby("iteration", sort=True)
+        overlap_fraction(groups[i], comm) if i in groups else float("nan") for i in sums.index
     ]
-    return sums.reset_index()
+    return sums.rename_axis("iteration").reset_index()

@@ -6,9 +6,14 @@ Phases of one iteration (all ranks run the same phase at the same time):
     sequential  the collectives, each drained, then the matmuls (artifact.modes)
     overlap     the collectives on their stream while the matmuls run on theirs
 
-On one GPU an all-reduce moves no data, so `proxy=True` replaces it with a device-to-
-device copy of the same size on a side stream (the copy engine moves the bytes, so it
-contends for memory bandwidth but not for SMs). Results from it are labelled a proxy.
+The collective (`comm`):
+    allreduce    a SUM all-reduce. On one GPU it moves no data and launches no kernel.
+    onerank-avg  an AVG all-reduce. On one GPU NCCL runs its one-rank reduction kernel,
+                 which reads and writes the whole buffer on SMs: a proxy that contends
+                 for SMs and memory bandwidth as NCCL's kernels do.
+    copy         a device-to-device copy of the same size on a side stream. The copy
+                 engine moves the bytes: a proxy that contends for bandwidth, not SMs.
+Results from either proxy are labelled so.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from artifact.modes import Mode, issue
 from artifact.precision import dtype_of, matmul_precision
 
 PHASES = ("nocomm", "comm_alone", "sequential", "overlap")
+COMMS = ("allreduce", "onerank-avg", "copy")
 
 
 def phase_order(rep: int) -> tuple[str, ...]:
@@ -41,7 +47,11 @@ class MicrobenchSpec:
     precision: str
     comm_bytes: int
     matmuls_per_iter: int
-    proxy: bool  # device copy instead of all-reduce (one GPU)
+    comm: str  # one of COMMS
+
+    @property
+    def moves_no_data(self) -> bool:
+        return self.comm == "allreduce" and dist.get_world_size() == 1
 
     @property
     def matmul_flops(self) -> int:
@@ -52,7 +62,9 @@ class Microbench:
     """Buffers and the four phases; `comm_repeats` is set by `calibrate`."""
 
     def __init__(self, spec: MicrobenchSpec, device: torch.device, seed: int = 0):
-        if spec.proxy and device.type != "cuda":
+        if spec.comm not in COMMS:
+            raise ValueError(f"unknown collective {spec.comm!r}; accepted: {', '.join(COMMS)}")
+        if spec.comm == "copy" and device.type != "cuda":
             raise ValueError("the copy proxy needs a GPU (it stands in for a one-GPU all-reduce)")
         self.spec, self.device = spec, device
         gen = torch.Generator(device=device).manual_seed(seed)
@@ -62,16 +74,17 @@ class Microbench:
         self.c = torch.empty(n, n, device=device, dtype=dt)
         numel = spec.comm_bytes // 4
         self.comm_buf = torch.randn(numel, device=device, generator=gen)
-        self.copy_dst = torch.empty_like(self.comm_buf) if spec.proxy else None
-        self.side_stream = torch.cuda.Stream(device) if spec.proxy else None
+        self.copy_dst = torch.empty_like(self.comm_buf) if spec.comm == "copy" else None
+        self.side_stream = torch.cuda.Stream(device) if spec.comm == "copy" else None
         self.comm_repeats = 1
 
     def _launch_comm(self):
-        if self.spec.proxy:
+        if self.spec.comm == "copy":
             with torch.cuda.stream(self.side_stream):
                 self.copy_dst.copy_(self.comm_buf)
             return None
-        return dist.all_reduce(self.comm_buf, async_op=True)
+        op = dist.ReduceOp.AVG if self.spec.comm == "onerank-avg" else dist.ReduceOp.SUM
+        return dist.all_reduce(self.comm_buf, op=op, async_op=True)
 
     def _matmuls(self) -> None:
         with matmul_precision(self.spec.precision):
@@ -104,8 +117,8 @@ class Microbench:
                 self.run_phase(phase)
         synchronize(self.device)
         self.comm_repeats = 1
-        if not self.spec.proxy and dist.get_world_size() == 1:
-            return 1  # a one-rank all-reduce moves no data: repeating it only adds launches
+        if self.spec.moves_no_data:
+            return 1  # repeating a collective that does nothing only adds launches
         t_compute = min(timed(lambda: self.run_phase("nocomm"), self.device) for _ in range(3))
         t_comm = min(timed(lambda: self.run_phase("comm_alone"), self.device) for _ in range(3))
         repeats = torch.tensor([max(1, round(t_compute / max(t_comm, 1e-9)))], device=self.device)

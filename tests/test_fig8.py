@@ -1,0 +1,123 @@
+"""Fig. 8 end to end on CPU: 2 gloo processes through torchrun to summary.csv, then resume."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from artifact.aggregate import COLUMNS
+
+CONFIG = "matmul-256_fp32_allreduce_4MiB_w2"
+PHASES = ("nocomm", "comm_alone", "sequential", "overlap")
+
+
+@pytest.fixture(scope="module")
+def fig8_run(tmp_path_factory):
+    from tests.conftest import run_cli
+
+    out = tmp_path_factory.mktemp("fig8")
+    res = run_cli("run", "fig8", "--preset", "tiny", "--reps", "3", "--out", str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    return out, res
+
+
+def _summary(out):
+    return pd.read_csv(out / "summary.csv")
+
+
+def _value(df, mode, metric, col="mean"):
+    row = df[(df["config_id"] == CONFIG) & (df["mode"] == mode) & (df["metric"] == metric)]
+    assert len(row) == 1, (mode, metric)
+    return row[col].iloc[0]
+
+
+def test_summary_has_the_contract_columns_and_labels(fig8_run):
+    out, res = fig8_run
+    df = _summary(out)
+    assert tuple(df.columns) == COLUMNS
+    assert set(df["mode"]) == {*PHASES, "derived"}
+    assert (df.loc[df["mode"] == "derived", "kind"] == "derived").all()
+    assert (df.loc[df["mode"] != "derived", "kind"] == "measured").all()
+    assert (df["n"] == 3).all() and (df["gpu"] == "cpu").all()
+    for metric in (
+        "matmul_slowdown",
+        "comm_slowdown",
+        "e2e_ideal_ms",
+        "e2e_ideal_max_ms",
+        "sequential_penalty",
+        "v1_baseline_gap",
+    ):
+        assert metric in set(df.loc[df["mode"] == "derived", "metric"])
+    assert "fig8 summary" in res.stdout
+
+
+def test_measured_numbers_are_physical(fig8_run):
+    df = _summary(fig8_run[0])
+    # sequential issues nothing beside communication: the trace shows no overlap
+    assert _value(df, "sequential", "overlap_fraction") < 0.01
+    assert _value(df, "overlap", "overlap_fraction") > _value(df, "sequential", "overlap_fraction")
+    assert _value(df, "nocomm", "communication_ms") == 0
+    assert _value(df, "comm_alone", "compute_ms") == 0
+    for phase in ("nocomm", "sequential", "overlap"):
+        assert _value(df, phase, "compute_ms") > 0
+        assert _value(df, phase, "matmul_tflops") > 0
+    assert _value(df, "comm_alone", "comm_algbw_GBps") > 0
+    # 2 ranks: busbw = algbw * 2(n-1)/n = algbw
+    assert _value(df, "comm_alone", "comm_busbw_GBps") == pytest.approx(
+        _value(df, "comm_alone", "comm_algbw_GBps")
+    )
+    # Eq. 4 holds on the summary's own means
+    ideal = _value(df, "overlap", "e2e_ms") - (
+        _value(df, "overlap", "compute_ms") - _value(df, "sequential", "compute_ms")
+    )
+    assert _value(df, "derived", "e2e_ideal_ms") == pytest.approx(ideal)
+    low, high = (
+        _value(df, "derived", "matmul_slowdown", "ci_low"),
+        _value(df, "derived", "matmul_slowdown", "ci_high"),
+    )
+    assert low <= _value(df, "derived", "matmul_slowdown") <= high
+    # no power telemetry on CPU: no power rows rather than zeros
+    assert not df["metric"].str.startswith("power").any()
+
+
+def test_records_and_traces(fig8_run):
+    out, _ = fig8_run
+    recs = sorted(out.glob(f"records/fig8/{CONFIG}/*/rep-*.json"))
+    assert len(recs) == 3 * len(PHASES)
+    rec = json.loads(recs[0].read_text())
+    prov = rec["provenance"]
+    for key in (
+        "device_kind",
+        "torch",
+        "git_commit",
+        "preset",
+        "mode",
+        "rep",
+        "timestamp",
+        "world_size",
+        "comm_env",
+        "deepspeed",
+        "megatron_core",
+    ):
+        assert key in prov
+    assert prov["world_size"] == 2 and prov["backend"] == "gloo"
+    assert len(rec["per_rank"]) == 2
+    traces = sorted(p.name for p in (out / "traces" / "fig8").iterdir())
+    assert traces == sorted(f"{CONFIG}-{p}-rank{r}.json" for p in PHASES for r in (0, 1))
+
+
+def test_rerun_resumes_without_redoing(fig8_run):
+    from tests.conftest import run_cli
+
+    out, _ = fig8_run
+    before = {p: p.stat().st_mtime_ns for p in out.glob("records/**/rep-*.json")}
+    res = run_cli("run", "fig8", "--preset", "tiny", "--reps", "3", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "all 3 repetitions on disk" in res.stderr
+    assert {p: p.stat().st_mtime_ns for p in out.glob("records/**/rep-*.json")} == before
+    res = run_cli("run", "fig8", "--preset", "tiny", "--reps", "4", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    after = {p: p.stat().st_mtime_ns for p in out.glob("records/**/rep-*.json")}
+    assert {p: after[p] for p in before} == before, "a finished repetition was rewritten"
+    assert sorted(p.name for p in set(after) - set(before)) == ["rep-003.json"] * len(PHASES)
+    assert (_summary(out)["n"] == 4).all()
