@@ -137,7 +137,7 @@ def measure_phase(
 POWER_UNITS = {
     "power_mean_w": "W",
     "power_peak_w": "W",
-    "power_counter_mean_w": "W",
+    "power_polled_mean_w": "W",
     "power_mean_pct_tdp": "%",
     "power_peak_pct_tdp": "%",
     "energy_per_iter_j": "J",
@@ -169,7 +169,7 @@ def measure_power(ctx: RunContext, step: Callable[[], None]) -> dict[str, list[f
     values = {
         "power_mean_w": w.mean_w,
         "power_peak_w": w.peak_w,
-        "power_counter_mean_w": w.counter_mean_w,
+        "power_polled_mean_w": w.polled_mean_w,
         "power_mean_pct_tdp": 100 * w.mean_w / tdp,
         "power_peak_pct_tdp": 100 * w.peak_w / tdp,
         "energy_per_iter_j": w.energy_j / iters,

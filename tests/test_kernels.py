@@ -157,3 +157,20 @@ def test_against_hta_on_a_real_h200_trace():
     ours_overlap = kernels.overlap_fraction(df, comm=("memory",))
     assert ours_overlap == pytest.approx(hta_overlap, rel=0.01)
     assert 0.3 < ours_overlap < 0.7  # the copies really ran beside the matmuls
+
+
+def test_nccl_one_rank_kernel_counts_as_communication_on_a_real_h200_trace():
+    """fig8's one-GPU NCCL proxy: an AVG all-reduce runs NCCL's oneRankReduce kernel.
+
+    HTA 0.5.0 (regex ^nccl.*Kernel) would call that kernel computation; we call it
+    communication, since it is NCCL's collective kernel and runs on NCCL's stream.
+    """
+    trace_dir = DATA / "h200_fig8_nccl_onerank_overlap"
+    df = kernels.kernel_table(kernels.load_trace(trace_dir / "rank0.json.gz"))
+    comm = df[df["category"] == "communication"]
+    assert len(comm) > 0 and comm["name"].str.contains("oneRankReduce").all()
+    assert comm["stream"].nunique() == 1
+    assert not set(comm["stream"]) & set(df.loc[df["category"] == "compute", "stream"])
+    per = kernels.per_iteration(df, 5)
+    assert (per["communication_us"] > 0).all() and (per["compute_us"] > 0).all()
+    assert 0.3 < kernels.overlap_fraction(df) < 0.9

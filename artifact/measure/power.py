@@ -204,17 +204,22 @@ def effective_resolution_s(samples: pd.DataFrame, column: str) -> float:
 
 @dataclass(frozen=True)
 class WindowPower:
-    mean_w: float  # mean of the polled power (nvmlDeviceGetPowerUsage)
-    peak_w: float  # max of the instant field (or of polled power where none)
     energy_j: float  # cumulative-counter difference over the window
     seconds: float
+    peak_w: float  # max of the instant field (or of polled power where none)
+    polled_mean_w: float  # mean of nvmlDeviceGetPowerUsage: lags (a ~1 s running average)
     samples: int
     resolution_s: float  # effective refresh interval of the polled power
     energy_resolution_s: float
 
     @property
-    def counter_mean_w(self) -> float:
-        """Energy over time: the counter's own mean power, recorded beside the polled one."""
+    def mean_w(self) -> float:
+        """Mean power from the energy counter (energy / time).
+
+        The polled reading is a running average that still carries the previous phase:
+        on an H200, a 1.5 s communication-only window right after matmuls read 323 W
+        polled but 123 W by the counter. The counter is the one to trust for a window.
+        """
         return self.energy_j / self.seconds if self.seconds > 0 else float("nan")
 
 
@@ -222,14 +227,14 @@ def window_power(samples: pd.DataFrame) -> WindowPower:
     """Summarise the samples of one window (a sampler's whole run)."""
     if samples.empty:
         nan = float("nan")
-        return WindowPower(nan, nan, nan, 0.0, 0, nan, nan)
+        return WindowPower(nan, 0.0, nan, nan, 0, nan, nan)
     peak_col = "power_instant_w" if samples["power_instant_w"].notna().any() else "power_w"
     seconds = (samples["t_ns"].iloc[-1] - samples["t_ns"].iloc[0]) / 1e9
     return WindowPower(
-        mean_w=float(samples["power_w"].mean()),
-        peak_w=float(samples[peak_col].max()),
         energy_j=float(samples["energy_j"].iloc[-1] - samples["energy_j"].iloc[0]),
         seconds=float(seconds),
+        peak_w=float(samples[peak_col].max()),
+        polled_mean_w=float(samples["power_w"].mean()),
         samples=len(samples),
         resolution_s=effective_resolution_s(samples, "power_w"),
         energy_resolution_s=effective_resolution_s(samples, "energy_j"),

@@ -1,0 +1,102 @@
+"""Power telemetry on CPU: backend detection, and the sampler's logic behind a fake device.
+
+The fake stands in only at the hardware seam (the readings NVML would return): a power
+reading that refreshes every 100 ms, as NVML's does on an H200, and an energy counter
+that grows at a known rate.
+"""
+
+import math
+import time
+
+import pandas as pd
+import pytest
+
+from artifact.errors import ArtifactError
+from artifact.measure import power
+
+
+class FakeTelemetry:
+    name = "fake"
+
+    def __init__(self, watts=500.0, refresh_s=0.1):
+        self.t0, self.watts, self.refresh = time.perf_counter(), watts, refresh_s
+
+    def read(self):
+        t = time.perf_counter() - self.t0
+        step = math.floor(t / self.refresh)  # what the device shows changes every refresh_s
+        p = self.watts + (step % 2) * 10
+        return (p, p + 50, self.watts * step * self.refresh, 1980.0, 50.0)
+
+    def power_limit_w(self):
+        return 700.0
+
+    def limit_range_w(self):
+        return (200.0, 700.0)
+
+    def close(self):
+        pass
+
+
+def test_auto_backend_on_a_machine_without_gpu_is_none():
+    backend = power.open_backend("auto")
+    assert backend.name == "none"
+    assert all(math.isnan(v) for v in backend.read())
+    assert math.isnan(backend.power_limit_w())
+
+
+def test_unknown_backend_is_a_clear_error():
+    with pytest.raises(
+        ArtifactError, match="unknown power backend 'rapl'; accepted: auto, nvml, amdsmi, none"
+    ):
+        power.open_backend("rapl")
+
+
+def test_sampler_measures_effective_resolution_and_counter_energy():
+    with power.PowerSampler(FakeTelemetry(), interval_s=0.01) as sampler:
+        time.sleep(1.05)
+    s = sampler.samples()
+    assert list(s.columns) == ["t_ns", *power.FIELDS]
+    assert 60 <= len(s) <= 110  # polled at ~100 Hz
+    res = power.effective_resolution_s(s, "power_w")
+    assert res == pytest.approx(0.1, rel=0.3)  # the refresh, not the 10 ms poll interval
+    w = power.window_power(s)
+    assert w.mean_w == pytest.approx(500.0, rel=0.15)  # energy counter over time
+    assert w.peak_w == pytest.approx(560.0)  # from the instant field
+    assert w.resolution_s == pytest.approx(0.1, rel=0.3)
+
+
+def test_window_power_by_hand():
+    s = pd.DataFrame(
+        {
+            "t_ns": [0, 500_000_000, 1_000_000_000, 2_000_000_000],
+            "power_w": [300.0, 300.0, 400.0, 400.0],
+            "power_instant_w": [310.0, 900.0, 420.0, 400.0],
+            "energy_j": [1000.0, 1150.0, 1400.0, 1800.0],
+            "sm_clock_mhz": [1980.0] * 4,
+            "temp_c": [40.0] * 4,
+        }
+    )
+    w = power.window_power(s)
+    assert w.energy_j == 800.0 and w.seconds == 2.0
+    assert w.mean_w == 400.0  # 800 J over 2 s, whatever the polled readings say
+    assert w.polled_mean_w == 350.0
+    assert w.peak_w == 900.0
+
+
+def test_label_samples_on_the_kernel_timeline():
+    # compute [0, 100) us, communication [50, 150) us, base 1 s after the epoch
+    table = pd.DataFrame(
+        {
+            "name": ["gemm", "nccl"],
+            "stream": [7, 9],
+            "start": [0.0, 50.0],
+            "dur": [100.0, 100.0],
+            "category": ["compute", "communication"],
+            "iteration": [0, 0],
+        }
+    )
+    base = 1_000_000_000
+    t_us = [25, 75, 125, 175]
+    samples = pd.DataFrame({"t_ns": [base + t * 1000 for t in t_us]})
+    labels = power.label_samples(samples, table, base)
+    assert list(labels) == ["compute_only", "overlap", "comm_only", "idle"]
