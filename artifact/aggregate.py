@@ -57,7 +57,7 @@ def summarize(records: Iterable[dict[str, Any]], derived: dict[str, list[Derived
                 values[(r["mode"], metric)].append(v)
             units.update(r["units"])
         for (mode, metric), vals in sorted(values.items()):
-            s = describe([v for v in vals if v == v])  # NaN (not applicable) dropped
+            s = describe([v for v in vals if v is not None and v == v])  # n/a dropped
             if s.n == 0:
                 continue
             rows.append(
@@ -71,7 +71,9 @@ def summarize(records: Iterable[dict[str, Any]], derived: dict[str, list[Derived
                 }
             )
         for d in derived.get(figure, []):
-            samples = [values.get(inp, []) for inp in d.inputs]
+            samples = [
+                [v for v in values.get(inp, []) if v is not None and v == v] for inp in d.inputs
+            ]
             if not d.applies(config) or not all(samples):
                 continue
             s = describe_derived(d.fn, *samples)

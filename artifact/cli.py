@@ -46,7 +46,7 @@ def _positive(name: str, value: int | None) -> int | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from artifact import launch
     from artifact.experiments import get_experiment
-    from artifact.store import default_out_dir, ensure_writable
+    from artifact.store import RunStore, default_out_dir, ensure_writable
 
     figure = check_figure(args.figure)
     device = resolve_device(args.device)
@@ -75,6 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "matmul_size": args.matmul_size,
         "precision": args.precision,
         "comm_bytes": args.comm_mib << 20 if args.comm_mib else None,
+        "allow_power_cap": args.allow_power_cap or None,
     }
     console.print(f"[bold]{figure}[/]: preset {preset.name}, {device} x{nproc}, out {out}")
     rc = launch.launch(
@@ -93,6 +94,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"{figure}: the ranks failed (torchrun exit code {rc}); see the log above"
         )
         return 1
+    status = RunStore(out).status().get(figure)
+    if status and status["status"] != "ran":
+        console.print(f"{figure}: {status['status']} ({status['reason']})")
+    if not RunStore(out).records():
+        return 0
     summary = write_summary(out, allow_mixed=args.allow_mixed)
     print_summary(
         summary[summary["figure"] == figure], title=f"{figure} summary ({out / 'summary.csv'})"
@@ -151,6 +157,16 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_restore_caps(args: argparse.Namespace) -> int:
+    from artifact.measure import caps
+
+    done = caps.restore_all()
+    console.print(
+        "\n".join(done) if done else f"nothing to restore (no saved limits in {caps.state_dir()})"
+    )
+    return 0
+
+
 def cmd_not_yet(args: argparse.Namespace) -> int:
     raise ArtifactError(f"{args.command}: not implemented yet")
 
@@ -173,6 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--nnodes", type=int, help="nodes (torchrun rendezvous)")
     run.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous, with --nnodes")
     run.add_argument(
+        "--allow-power-cap",
+        action="store_true",
+        help="fig9: let the run change GPU power limits (restored afterwards; never on shared machines)",
+    )
+    run.add_argument(
         "--allow-mixed", action="store_true", help="summarise records of several environments"
     )
     run.set_defaults(func=cmd_run)
@@ -186,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=f"{name} a results folder (not implemented yet)")
         s.add_argument("dir")
         s.set_defaults(func=cmd_not_yet)
+
+    rc = sub.add_parser("restore-caps", help="restore GPU limits saved by a run that was killed")
+    rc.set_defaults(func=cmd_restore_caps)
 
     e = sub.add_parser("env", help="describe this machine and its stack")
     e.add_argument("--json", action="store_true", help="print JSON")

@@ -14,6 +14,7 @@ exists is finished and is not run again.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
@@ -46,6 +47,21 @@ def atomic_write(path: Path, write: Callable[[IO[str]], object]) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda f: f.write(text))
+
+
+def strict_json(obj: Any) -> Any:
+    """NaN and infinities -> None, so every file is strict JSON (jq and browsers read it)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [strict_json(v) for v in obj]
+    return obj
+
+
+def dump_json(obj: Any, f: IO[str]) -> None:
+    json.dump(strict_json(obj), f, indent=1, sort_keys=True, default=str, allow_nan=False)
 
 
 def ensure_writable(out: Path) -> Path:
@@ -125,7 +141,7 @@ class RunStore:
         }
         path = self.record_path(figure, config_id, mode, rep)
         # Serialised straight into the temporary file: no second copy of a large record.
-        atomic_write(path, lambda f: json.dump(record, f, indent=1, sort_keys=True, default=str))
+        atomic_write(path, lambda f: dump_json(record, f))
         return path
 
     def records(self, figure: str | None = None) -> list[dict[str, Any]]:
@@ -143,6 +159,16 @@ class RunStore:
         for p in leftovers:
             p.unlink(missing_ok=True)
         return len(leftovers)
+
+    def write_status(self, figure: str, status: str, reason: str, **details: Any) -> Path:
+        """OUT/status/<figure>.json: whether a figure ran, and why not (read by compare/report)."""
+        path = self.root / "status" / f"{_check_id('figure', figure)}.json"
+        body = {"figure": figure, "status": status, "reason": reason, **details}
+        atomic_write(path, lambda f: dump_json(body, f))
+        return path
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        return {p.stem: json.loads(p.read_text()) for p in sorted(self.root.glob("status/*.json"))}
 
     def write_text(self, name: str, text: str) -> Path:
         path = self.root / name

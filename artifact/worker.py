@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
             warmup=preset.warmup,
             iters=preset.iters_per_rep,
             traces_dir=args.out / "traces" / args.figure,
-            options=json.loads(args.options),
+            options={**json.loads(args.options), "gpu_index": _physical_index(local_rank)},
             power_backend=backend,
         )
         try:

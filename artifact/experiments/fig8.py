@@ -142,9 +142,14 @@ def _phase_metrics(
 
 def run(ctx: RunContext) -> None:
     gpu = ctx.provenance.get("gpu_model")
-    for config_id, config, spec in configs(
-        ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options
-    ):
+    run_configs(ctx, configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options))
+
+
+def run_configs(
+    ctx: RunContext, todo_configs: list[tuple[str, dict[str, Any], MicrobenchSpec]]
+) -> None:
+    """Measure every phase of every configuration, skipping repetitions already on disk."""
+    for config_id, config, spec in todo_configs:
         todo = [rep for rep in range(ctx.reps) if not rep_done(ctx, config_id, PHASES, rep)]
         if not todo:
             log.info("%s: all %d repetitions on disk, skipped", config_id, ctx.reps)

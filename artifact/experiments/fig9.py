@@ -1,0 +1,96 @@
+"""Fig. 9: power capping and performance (the paper: A100 x4, caps 300 W down to 100 W).
+
+The microbenchmark of Fig. 8 runs uncapped and then under each cap; the paper's A100
+caps are mapped onto this GPU's allowed range (caps.scaled_cap_levels). Capping
+changes the machine, so it runs only with --allow-power-cap; without it the figure
+is recorded as "not run" with the limits it read and the caps it would have set, and
+nothing is changed. Each rank caps its own GPU and restores it (artifact.measure.caps).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from artifact.errors import ArtifactError
+from artifact.experiments import fig8
+from artifact.measure import caps
+from artifact.runner import RunContext
+
+log = logging.getLogger(__name__)
+
+PAPER_CAPS_W = [300.0, 250.0, 200.0, 150.0, 100.0]
+PAPER_RANGE_W = (100.0, 400.0)  # A100 SXM: allowed power limits
+DERIVED = fig8.DERIVED
+
+
+def _status(ctx: RunContext, status: str, reason: str, **details: Any) -> None:
+    if ctx.is_writer:
+        ctx.store.write_status(ctx.figure, status, reason, **details)
+    log.info("fig9: %s (%s)", status, reason)
+
+
+def run(ctx: RunContext) -> None:
+    allowed = bool(ctx.options.get("allow_power_cap"))
+    index = ctx.options.get("gpu_index", ctx.rank)
+    limit, rng = ctx.power_backend.power_limit_w(), ctx.power_backend.limit_range_w()
+    if not allowed:
+        planned = (
+            caps.scaled_cap_levels(PAPER_CAPS_W, PAPER_RANGE_W, rng) if rng[1] == rng[1] else []
+        )
+        _status(
+            ctx,
+            "not run",
+            caps.NEEDS_PERMISSION,
+            limit_w=limit,
+            range_w=rng,
+            planned_caps_w=planned,
+        )
+        return
+    try:
+        setter = caps.open_setter(index)
+    except ArtifactError as e:
+        _status(ctx, "not run", str(e))
+        return
+    rng = setter.limit_range_w()
+    levels = caps.scaled_cap_levels(PAPER_CAPS_W, PAPER_RANGE_W, rng)
+    gpu = ctx.provenance.get("gpu_model")
+    base = fig8.configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options)
+    fake_note = "cap applied by a fake setter: no physical effect" if setter.name == "fake" else ""
+    for level in [None, *levels]:
+        tag = "uncapped" if level is None else f"cap{level:g}W"
+        todo = [
+            (
+                f"{cid}_{tag}",
+                {
+                    **cfg,
+                    "power_cap_w": level,
+                    "cap_setter": setter.name,
+                    "note": "; ".join(n for n in (cfg["note"], fake_note if level else "") if n),
+                },
+                spec,
+            )
+            for cid, cfg, spec in base
+        ]
+        guard = (
+            contextlib.nullcontext()
+            if level is None
+            else caps.capped(
+                [index],
+                allowed=True,
+                power_w=level,
+                state_file=caps.default_state_file(f"gpu{index}"),
+            )
+        )
+        with guard:
+            fig8.run_configs(ctx, todo)
+    _status(
+        ctx,
+        "ran",
+        f"caps applied with the {setter.name} setter",
+        caps_w=levels,
+        range_w=rng,
+        setter=setter.name,
+        original_limit_w=setter.power_limit_w(),
+    )
