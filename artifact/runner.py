@@ -91,7 +91,7 @@ def rep_done(ctx: RunContext, config_id: str, phases: tuple[str, ...], rep: int)
     return bool(_broadcast(done))
 
 
-def _activities(device: torch.device) -> list[ProfilerActivity]:
+def profiler_activities(device: torch.device) -> list[ProfilerActivity]:
     acts = [ProfilerActivity.CPU]
     if device.type == "cuda":
         acts.append(ProfilerActivity.CUDA)
@@ -113,7 +113,7 @@ def measure_phase(
         e2e.append(timed(step, ctx.device))
     ctx.barrier()
     with tempfile.TemporaryDirectory() as tmp:
-        with profile(activities=_activities(ctx.device)) as prof:
+        with profile(activities=profiler_activities(ctx.device)) as prof:
             for i in range(ctx.iters):
                 with kernels.iteration_marker(i):
                     step()

@@ -14,7 +14,7 @@ from types import ModuleType
 from artifact.config import check_figure
 from artifact.errors import ArtifactError
 
-IMPLEMENTED = {"fig8": "artifact.experiments.fig8", "fig9": "artifact.experiments.fig9"}
+IMPLEMENTED = {fig: f"artifact.experiments.{fig}" for fig in ("fig6", "fig7", "fig8", "fig9")}
 
 
 def get_experiment(figure: str) -> ModuleType:

@@ -77,6 +77,24 @@ DERIVED = [
         (("sequential", "e2e_ms"), ("overlap", "e2e_ms")),
         "ratio",
     ),
+    Derived(
+        "peak_power_increase",
+        eq.slowdown,
+        (("overlap", "power_peak_w"), ("sequential", "power_peak_w")),
+        "ratio",
+    ),
+    Derived(
+        "mean_power_increase",
+        eq.slowdown,
+        (("overlap", "power_mean_w"), ("sequential", "power_mean_w")),
+        "ratio",
+    ),
+    Derived(
+        "energy_per_iter_change",
+        eq.slowdown,
+        (("overlap", "energy_per_iter_j"), ("sequential", "energy_per_iter_j")),
+        "ratio",
+    ),
     # V1: the sequential baseline's compute equals compute with no communication at all.
     Derived(
         "v1_baseline_gap",

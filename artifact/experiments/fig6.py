@@ -1,0 +1,29 @@
+"""Fig. 6: power under overlap vs sequential execution (microbenchmark rows).
+
+The paper's Fig. 6 shows power across GPUs and models; the model rows come with the
+FSDP and pipeline workloads. Here: Fig. 8's microbenchmark, each phase held for the
+preset's power window, with mean power from the energy counter, peak power from the
+instant field, both also as % of the enforced limit (TDP), and the derived increases
+under overlap. Machines without telemetry record the figure as not run, saying why.
+"""
+
+from __future__ import annotations
+
+from artifact.experiments import fig8
+from artifact.runner import RunContext
+
+DERIVED = [d for d in fig8.DERIVED if "power" in d.metric or "energy" in d.metric]
+NO_TELEMETRY = "no GPU power telemetry on this machine (NVML and AMD-SMI unavailable)"
+
+
+def run(ctx: RunContext) -> None:
+    if ctx.power_backend.name == "none":
+        if ctx.is_writer:
+            ctx.store.write_status(ctx.figure, "not run", NO_TELEMETRY)
+        return
+    gpu = ctx.provenance.get("gpu_model")
+    fig8.run_configs(
+        ctx, fig8.configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options)
+    )
+    if ctx.is_writer:
+        ctx.store.write_status(ctx.figure, "ran", f"power from {ctx.power_backend.name}")

@@ -1,0 +1,138 @@
+"""Fig. 7: a power trace normalised to TDP, split by what the kernels were doing.
+
+The paper shows MI250 power during LLaMA2-13B training. Here, for the microbenchmark:
+one profiled window in which the phases run in blocks (overlap, compute alone,
+communication alone, sequential), each block several times longer than the telemetry's
+refresh interval, while the sampler polls. Every sample is labelled with the kernel
+timeline's state over the interval it stands for (overlap / compute_only / comm_only /
+idle; power.label_samples), and the energy counter gives each block's mean power.
+
+Per repetition: mean instant power per state and counter mean per block, as % of TDP.
+Repetition 0's labelled series goes to OUT/traces/fig7/<config>-power.csv (time
+normalised to the window, power to TDP), which the report plots.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from torch.profiler import profile
+
+from artifact.experiments import fig6, fig8
+from artifact.measure import kernels, power
+from artifact.measure.timing import synchronize
+from artifact.runner import RunContext, profiler_activities, reduce_ranks, rep_done
+from artifact.store import atomic_write_text
+from artifact.workloads.microbench import Microbench
+
+log = logging.getLogger(__name__)
+
+BLOCKS = ("overlap", "nocomm", "comm_alone", "sequential")
+MIN_BLOCK_S = 0.5
+DERIVED: list = []
+
+
+def _units() -> dict[str, str]:
+    u = {f"power_{s}_pct_tdp": "%" for s in power.STATES}
+    u |= {f"block_{b}_pct_tdp": "%" for b in BLOCKS}
+    u |= {"samples": "count", "power_resolution_ms": "ms", "window_s": "s"}
+    return u
+
+
+def _trace_window(ctx: RunContext, bench: Microbench, block_s: float):
+    """Run the blocks under the profiler and the sampler; (kernel table, samples, block spans)."""
+    spans = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        with (
+            profile(activities=profiler_activities(ctx.device)) as prof,
+            power.PowerSampler(ctx.power_backend, ctx.power_interval_s) as sampler,
+        ):
+            i = 0
+            for block in BLOCKS:
+                ctx.barrier()
+                t0 = time.time_ns()
+                t_end = time.perf_counter() + block_s
+                while time.perf_counter() < t_end:
+                    with kernels.iteration_marker(i):
+                        bench.run_phase(block)
+                    i += 1
+                synchronize(ctx.device)
+                spans[block] = (t0, time.time_ns())
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        trace = kernels.load_trace(path)
+    return kernels.kernel_table(trace), power.trace_base_ns(trace), sampler.samples(), spans
+
+
+def run(ctx: RunContext) -> None:
+    if ctx.power_backend.name == "none":
+        if ctx.is_writer:
+            ctx.store.write_status(ctx.figure, "not run", fig6.NO_TELEMETRY)
+        return
+    tdp = ctx.power_backend.power_limit_w()
+    gpu = ctx.provenance.get("gpu_model")
+    for config_id, config, spec in fig8.configs(
+        ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options
+    ):
+        todo = [r for r in range(ctx.reps) if not rep_done(ctx, config_id, ("trace",), r)]
+        if not todo:
+            continue
+        bench = Microbench(spec, ctx.device, seed=ctx.rank)
+        bench.calibrate(ctx.warmup)
+        comm = ("memory",) if spec.comm == "copy" else ("communication",)
+        for rep in todo:
+            # blocks of at least 0.5 s: 5 refresh intervals of NVML on an H200
+            block_s = max(MIN_BLOCK_S, ctx.preset.power_window_s / 2)
+            table, base_ns, samples, spans = _trace_window(ctx, bench, block_s)
+            resolution = power.effective_resolution_s(samples, "power_instant_w")
+            labels = power.label_samples(samples, table, base_ns, comm, lookback_s=resolution)
+            inst = samples["power_instant_w"].fillna(samples["power_w"])
+            m = {
+                f"power_{s}_pct_tdp": [100 * float(inst[labels == s].mean()) / tdp]
+                for s in power.STATES
+            }
+            for block, (t0, t1) in spans.items():
+                sel = samples[(samples["t_ns"] >= t0) & (samples["t_ns"] <= t1)]
+                w = power.window_power(sel)
+                m[f"block_{block}_pct_tdp"] = [100 * w.mean_w / tdp]
+            m["samples"] = [float(len(samples))]
+            m["power_resolution_ms"] = [resolution * 1e3]
+            m["window_s"] = [(samples["t_ns"].iloc[-1] - samples["t_ns"].iloc[0]) / 1e9]
+            metrics, per_rank = reduce_ranks(m)
+            if rep == 0 and ctx.rank == 0 and ctx.traces_dir is not None:
+                t = samples["t_ns"].to_numpy(float)
+                series = samples.assign(
+                    t_norm=(t - t[0]) / max(t[-1] - t[0], 1.0),
+                    power_pct_tdp=100 * inst / tdp,
+                    state=labels,
+                )[["t_norm", "power_pct_tdp", "state", "t_ns"]]
+                atomic_write_text(
+                    ctx.traces_dir / f"{config_id}-power.csv", series.to_csv(index=False)
+                )
+            if ctx.is_writer:
+                ctx.store.write_record(
+                    figure=ctx.figure,
+                    config_id=config_id,
+                    config={**config, "block_s": block_s},
+                    mode="trace",
+                    rep=rep,
+                    metrics=metrics,
+                    units=_units(),
+                    provenance=ctx.provenance,
+                    extra={
+                        "per_rank": per_rank,
+                        "power": {"backend": ctx.power_backend.name, "tdp_w": tdp},
+                    },
+                )
+            log.info(
+                "%s rep %d: %s",
+                config_id,
+                rep,
+                {k: round(v, 1) for k, v in metrics.items() if not np.isnan(v)},
+            )
+    if ctx.is_writer:
+        ctx.store.write_status(ctx.figure, "ran", f"power from {ctx.power_backend.name}")
