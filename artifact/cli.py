@@ -16,7 +16,14 @@ from rich.console import Console
 from rich.table import Table
 
 from artifact import env as envmod
-from artifact.config import PRECISIONS, check_device, check_figure, check_precision, get_preset
+from artifact.config import (
+    PRECISIONS,
+    check_device,
+    check_figure,
+    check_precision,
+    get_model,
+    get_preset,
+)
 from artifact.errors import ArtifactError
 
 console = Console()
@@ -55,10 +62,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ArtifactError(f"preset {preset.name!r} needs a GPU; on CPU use --preset tiny")
     if args.precision is not None:
         check_precision(args.precision)
-    for name in ("reps", "gpus", "nproc", "matmul_size", "comm_mib", "nnodes"):
+    for name in ("reps", "gpus", "nproc", "matmul_size", "comm_mib", "nnodes", "power_interval_ms"):
         _positive(f"--{name.replace('_', '-')}", getattr(args, name))
     if args.nnodes and args.nnodes > 1 and not args.rdzv_endpoint:
         raise ArtifactError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
+    models = [get_model(m).name for m in args.models.split(",")] if args.models else None
     get_experiment(figure)  # "figN: not implemented yet" before anything is written
     if device == "cpu":
         nproc = args.nproc or preset.cpu_processes
@@ -76,6 +84,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         "precision": args.precision,
         "comm_bytes": args.comm_mib << 20 if args.comm_mib else None,
         "allow_power_cap": args.allow_power_cap or None,
+        "models": models,
+        "power_interval_s": args.power_interval_ms / 1e3 if args.power_interval_ms else None,
     }
     console.print(f"[bold]{figure}[/]: preset {preset.name}, {device} x{nproc}, out {out}")
     rc = launch.launch(
@@ -183,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--reps", type=int, help="repetitions (default: the preset's)")
     run.add_argument("--gpus", type=int, help="GPUs to use (default: all)")
     run.add_argument("--nproc", type=int, help="gloo processes on CPU (default: the preset's)")
+    run.add_argument("--models", help="comma-separated model names (FSDP and pipeline figures)")
+    run.add_argument(
+        "--power-interval-ms", type=int, help="power sampling interval (default 20 ms)"
+    )
     run.add_argument("--matmul-size", type=int, help="fig8: M=N=K of the matmul")
     run.add_argument("--precision", help=f"fig8: one of {', '.join(PRECISIONS)}")
     run.add_argument("--comm-mib", type=int, help="fig8: all-reduce size in MiB (paper: 1024)")

@@ -58,6 +58,11 @@ def main(argv: list[str] | None = None) -> None:
     dist.init_process_group(backend, device_id=device if device.type == "cuda" else None)
     try:
         preset = get_preset(args.preset)
+        telemetry = (
+            power.open_backend("auto", _physical_index(local_rank))
+            if device.type == "cuda"
+            else power.NoneBackend()
+        )
         provenance = {
             **envmod.capture(),
             "preset": preset.name,
@@ -65,13 +70,10 @@ def main(argv: list[str] | None = None) -> None:
             "world_size": world,
             "backend": backend,
             "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", 1)) if world > 1 else 1,
+            "power_backend": telemetry.name,
         }
         store = RunStore(args.out)
-        backend = (
-            power.open_backend("auto", _physical_index(local_rank))
-            if device.type == "cuda"
-            else power.NoneBackend()
-        )
+        options = {**json.loads(args.options), "gpu_index": _physical_index(local_rank)}
         ctx = RunContext(
             figure=args.figure,
             preset=preset,
@@ -84,13 +86,15 @@ def main(argv: list[str] | None = None) -> None:
             warmup=preset.warmup,
             iters=preset.iters_per_rep,
             traces_dir=args.out / "traces" / args.figure,
-            options={**json.loads(args.options), "gpu_index": _physical_index(local_rank)},
-            power_backend=backend,
+            options=options,
+            power_backend=telemetry,
+            power_interval_s=options.get("power_interval_s") or power.DEFAULT_INTERVAL_S,
         )
+
         try:
             get_experiment(args.figure).run(ctx)
         finally:
-            backend.close()
+            telemetry.close()
     finally:
         dist.destroy_process_group()
 

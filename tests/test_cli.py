@@ -35,6 +35,14 @@ from tests.conftest import tree
             "unknown precision 'fp8'; accepted: fp32, tf32, fp16, bf16",
         ),
         (["run", "fig8", "--reps", "0"], "--reps must be at least 1, got 0"),
+        (
+            ["run", "fig8", "--models", "gpt3-1.3b,gpt5"],
+            "unknown model 'gpt5'; accepted: gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b, llama2-13b, gpt-tiny, llama-tiny",
+        ),
+        (
+            ["run", "fig8", "--power-interval-ms", "0"],
+            "--power-interval-ms must be at least 1, got 0",
+        ),
         (["run", "fig4"], "fig4: not implemented yet"),
         (["run", "fig11"], "fig11: not implemented yet"),
     ],
