@@ -52,7 +52,7 @@ def _positive(name: str, value: int | None) -> int | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from artifact import launch
-    from artifact.experiments import get_experiment
+    from artifact.experiments import get_experiment, records_figure
     from artifact.store import RunStore, default_out_dir, ensure_writable
 
     figure = check_figure(args.figure)
@@ -68,6 +68,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ArtifactError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
     models = [get_model(m).name for m in args.models.split(",")] if args.models else None
     get_experiment(figure)  # "figN: not implemented yet" before anything is written
+    figure = records_figure(figure)  # fig5 is drawn from fig4's records
     if device == "cpu":
         nproc = args.nproc or preset.cpu_processes
     else:

@@ -78,6 +78,7 @@ class Preset:
     iters_per_rep: int  # measured iterations averaged into one repetition
     cpu_processes: int  # gloo processes when running on CPU
     power_window_s: float = 0.0  # per phase: how long to repeat it under the power sampler
+    precision: str = "fp16"  # the main precision of the model figures (the paper's: FP16)
     microbench: MicrobenchConfig = field(
         default_factory=lambda: MicrobenchConfig(8192, "bf16", 1 << 30, 8)
     )
@@ -96,6 +97,7 @@ PRESETS: dict[str, Preset] = {
             reps=3,
             iters_per_rep=2,
             cpu_processes=2,
+            precision="fp32",  # CPUs have no fast FP16
             microbench=MicrobenchConfig(256, "fp32", 4 << 20, 4),
         ),
         Preset(

@@ -14,6 +14,7 @@ copy of the workload.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from enum import StrEnum
 
@@ -66,3 +67,89 @@ def issue(mode: Mode, launch: Callable[[], object], device: torch.device):
         return DONE
     work = launch()
     return work if work is not None else DONE
+
+
+# --- Routing a framework's collectives through a mode ---------------------------------
+#
+# DeepSpeed (and Megatron-core) call torch.distributed's functions themselves, and
+# DeepSpeed keeps references to some of them from its initialisation on. So the
+# wrappers are installed once, before the framework starts, and consult the mode set
+# by `collectives_in` at call time; outside such a block they pass everything through.
+
+_state: dict = {"mode": None, "device": None}
+_GATHERS = ("all_gather_into_tensor", "_all_gather_base")
+_SCATTERS = ("reduce_scatter_tensor", "_reduce_scatter_base")
+_IN_PLACE = ("all_reduce", "broadcast", "reduce")
+_LISTS = ("all_gather", "reduce_scatter")
+
+
+def _nocomm_stand_in(name: str, a: dict) -> None:
+    """Fill outputs as a no-op collective would leave them, with realistic values.
+
+    `a` holds the call's arguments by name. A gather's output gets this rank's shard in
+    every slot, a reduce-scatter's output this rank's unreduced slice: copies (memory
+    kernels), no communication, and no zeros (zeros make matmuls faster and would bias
+    the V1 comparison). In-place collectives (all_reduce, broadcast, reduce) leave the
+    local values.
+    """
+    import torch.distributed as dist
+
+    world, rank = dist.get_world_size(a.get("group")), dist.get_rank(a.get("group"))
+    if name in _GATHERS:
+        out, inp = a["output_tensor"], a["input_tensor"]
+        out.view(world, -1).copy_(inp.reshape(1, -1).expand(world, -1))
+    elif name in _SCATTERS:
+        a["output"].copy_(a["input"].view(world, -1)[rank].view_as(a["output"]))
+    elif name == "all_gather":
+        for o in a["tensor_list"]:
+            o.copy_(a["tensor"])
+    elif name == "reduce_scatter":
+        a["output"].copy_(a["input_list"][rank])
+
+
+def _wrap(name: str, original: Callable):
+    signature = inspect.signature(original)
+
+    def collective(*args, **kwargs):
+        mode, device = _state["mode"], _state["device"]
+        if mode is None or mode is Mode.OVERLAP:
+            return original(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        wants_handle = bound.arguments.get("async_op", False)
+        if mode is Mode.NOCOMM:
+            _nocomm_stand_in(name, bound.arguments)
+        else:  # SEQUENTIAL
+            bound.arguments["async_op"] = True
+            issue(Mode.SEQUENTIAL, lambda: original(*bound.args, **bound.kwargs), device)
+        return DONE if wants_handle else None
+
+    collective.__wrapped__ = original
+    collective.__name__ = name
+    collective.routed_by_mode = True  # torch's own decorators also set __wrapped__
+    return collective
+
+
+def install_collective_modes() -> None:
+    """Wrap torch.distributed's collectives (idempotent); call before the framework starts."""
+    import torch.distributed as dist
+
+    for name in (*_GATHERS, *_SCATTERS, *_IN_PLACE, *_LISTS):
+        fn = getattr(dist, name, None)
+        if fn is not None and not getattr(fn, "routed_by_mode", False):
+            setattr(dist, name, _wrap(name, fn))
+
+
+class collectives_in:
+    """`with collectives_in(Mode.SEQUENTIAL, device): train_step()`."""
+
+    def __init__(self, mode: Mode, device: torch.device):
+        self.mode, self.device = mode, device
+
+    def __enter__(self):
+        self._saved = dict(_state)
+        _state.update(mode=self.mode, device=self.device)
+        return self
+
+    def __exit__(self, *exc):
+        _state.update(self._saved)

@@ -43,8 +43,10 @@ from tests.conftest import tree
             ["run", "fig8", "--power-interval-ms", "0"],
             "--power-interval-ms must be at least 1, got 0",
         ),
-        (["run", "fig4"], "fig4: not implemented yet"),
-        (["run", "fig11"], "fig11: not implemented yet"),
+        (
+            ["run", "fig99", "--models", "gpt3-1.3b"],
+            "unknown figure 'fig99'; accepted: fig4, fig5, fig6, fig7, fig8, fig9, fig10, fig11",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2_nothing_written(cli, tmp_path, args, message):

@@ -1,9 +1,8 @@
 """Experiments: one module a figure, each declaring its sweep, its records and its table.
 
 An experiment module provides
-    configs(preset, world_size, device) -> list of (config_id, config dict, spec)
-    run(ctx)                             rank-level: measure and write records
-    DERIVED                              derived quantities for summary.csv
+    run(ctx)    rank-level: measure and write records (or a status saying why not)
+    DERIVED     derived quantities for summary.csv
 """
 
 from __future__ import annotations
@@ -14,11 +13,21 @@ from types import ModuleType
 from artifact.config import check_figure
 from artifact.errors import ArtifactError
 
-IMPLEMENTED = {fig: f"artifact.experiments.{fig}" for fig in ("fig6", "fig7", "fig8", "fig9")}
+IMPLEMENTED = {
+    fig: f"artifact.experiments.{fig}"
+    for fig in ("fig4", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11")
+}
+# Figures drawn from another figure's records: the same runs, measured once.
+SAME_RECORDS_AS = {"fig5": "fig4"}
+
+
+def records_figure(figure: str) -> str:
+    """The figure whose experiment and records serve `figure`."""
+    return SAME_RECORDS_AS.get(check_figure(figure), figure)
 
 
 def get_experiment(figure: str) -> ModuleType:
-    check_figure(figure)
+    figure = records_figure(figure)
     if figure not in IMPLEMENTED:
         raise ArtifactError(f"{figure}: not implemented yet")
     return importlib.import_module(IMPLEMENTED[figure])

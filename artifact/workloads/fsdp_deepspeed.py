@@ -1,0 +1,84 @@
+"""FSDP as the paper ran it: DeepSpeed ZeRO stage 3, one process a GPU (or gloo on CPU).
+
+`overlap` is DeepSpeed's default ZeRO-3 schedule (parameter prefetch and overlap_comm);
+`sequential` and `nocomm` keep the *same engine and configuration* and change only how
+each collective runs (artifact.modes routes DeepSpeed's torch.distributed calls), so
+the three modes share the model, the data and the kernel list.
+
+The optimizer is torch's AdamW handed to deepspeed.initialize: DeepSpeed's own Adam
+builds a C++/CUDA op first (about 50 s on CPU), which would add a build step, not
+measurement. Tokens are synthetic (artifact.workloads.models.synthetic_batch).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+
+from artifact.config import ModelConfig
+from artifact.modes import Mode, collectives_in, install_collective_modes
+from artifact.precision import matmul_precision
+from artifact.workloads.models import DecoderLM, lm_loss, synthetic_batch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FsdpSpec:
+    model: ModelConfig
+    micro_batch: int
+    precision: str
+
+    def tokens_per_step(self, world_size: int) -> int:
+        return self.micro_batch * self.model.seq_len * world_size
+
+
+def deepspeed_config(spec: FsdpSpec) -> dict:
+    cfg = {
+        "train_micro_batch_size_per_gpu": spec.micro_batch,
+        "gradient_accumulation_steps": 1,
+        "gradient_clipping": 1.0,
+        "steps_per_print": 1 << 30,
+        "zero_optimization": {"stage": 3, "overlap_comm": True, "contiguous_gradients": True},
+    }
+    if spec.precision == "fp16":
+        cfg["fp16"] = {"enabled": True, "initial_scale_power": 12}
+    elif spec.precision == "bf16":
+        cfg["bf16"] = {"enabled": True}
+    return cfg
+
+
+class FsdpTrainer:
+    """A DeepSpeed ZeRO-3 engine on one rank; `step(mode)` runs one training step."""
+
+    def __init__(self, spec: FsdpSpec, device: torch.device, rank: int, lr: float = 1e-3):
+        install_collective_modes()  # before DeepSpeed keeps references to the collectives
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="gloo" if device.type == "cpu" else "nccl")
+        self.spec, self.device, self.rank = spec, device, rank
+        config = deepspeed_config(spec)
+        torch.manual_seed(1234)  # the same initial weights on every rank and in every run
+        if device.type == "cuda":
+            with deepspeed.zero.Init(config_dict_or_path=config):  # partitioned as built
+                model = DecoderLM(spec.model)
+        else:
+            model = DecoderLM(spec.model)
+        self.params = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+        self.engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
+        self.tokens = synthetic_batch(spec.model, spec.micro_batch, device, seed=rank)
+        self.losses: list[float] = []
+
+    def step(self, mode: Mode) -> torch.Tensor:
+        with collectives_in(mode, self.device), matmul_precision(self.spec.precision):
+            loss = lm_loss(self.engine(self.tokens), self.tokens)
+            self.engine.backward(loss)
+            self.engine.step()
+        return loss.detach()
+
+    def model_flops_per_step(self, world_size: int) -> float:
+        """6 * parameters * tokens: the MFU numerator (forward and backward, no recompute)."""
+        return 6.0 * self.params * self.spec.tokens_per_step(world_size)
