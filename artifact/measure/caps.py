@@ -15,6 +15,7 @@ Records say which setter applied a cap.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import json
 import os
@@ -130,9 +131,12 @@ class FakeCapSetter:
         return json.loads(self._path.read_text())
 
     def _update(self, **values: Any) -> None:
-        state = self._load()
-        state[self._key].update(values)
-        atomic_write_text(self._path, json.dumps(state))
+        # Ranks share the file: lock the read-modify-write, or one rank's change is lost.
+        with open(self._path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = self._load()
+            state[self._key].update(values)
+            atomic_write_text(self._path, json.dumps(state))
 
     def power_limit_w(self) -> float:
         return float(self._load()[self._key]["limit_w"])
