@@ -97,3 +97,22 @@ def test_fig5_reads_fig4s_records(fig4_run):
     assert "all 2 repetitions on disk" in res.stderr
     assert sorted(p.stat().st_mtime_ns for p in fig4_run.glob("records/**/rep-*.json")) == before
     assert not (fig4_run / "records" / "fig5").exists()
+
+
+def test_fig11_runs_fp32_with_and_without_tf32(tmp_path):
+    res = run_cli(
+        "run",
+        "fig11",
+        "--preset",
+        "tiny",
+        "--models",
+        "gpt-tiny",
+        "--reps",
+        "1",
+        "--out",
+        str(tmp_path),
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    df = pd.read_csv(tmp_path / "summary.csv")
+    assert set(df["precision"]) == {"fp32", "tf32"}
+    assert set(df["config_id"]) == {"gpt-tiny_fsdp_fp32_mb2_w2", "gpt-tiny_fsdp_tf32_mb2_w2"}
