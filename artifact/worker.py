@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -46,6 +47,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--options", default="{}")
     args = p.parse_args(argv)
 
+    # DeepSpeed calls torch.distributed functions that torch 2.13 marks deprecated; the
+    # warning repeats on every call and buries the run's own log.
+    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated")
     rank = int(os.environ.get("RANK", 0))
     world = int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
