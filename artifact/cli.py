@@ -17,6 +17,7 @@ from rich.table import Table
 
 from artifact import env as envmod
 from artifact.config import (
+    PARALLELISMS,
     PRECISIONS,
     check_device,
     check_figure,
@@ -24,7 +25,7 @@ from artifact.config import (
     get_model,
     get_preset,
 )
-from artifact.errors import ArtifactError
+from artifact.errors import ArtifactError, bad_choice
 
 console = Console()
 err_console = Console(stderr=True)
@@ -67,6 +68,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.nnodes and args.nnodes > 1 and not args.rdzv_endpoint:
         raise ArtifactError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
     models = [get_model(m).name for m in args.models.split(",")] if args.models else None
+    parallelisms = args.parallelisms.split(",") if args.parallelisms else None
+    for p in parallelisms or []:
+        if p not in PARALLELISMS:
+            raise bad_choice("parallelism", p, PARALLELISMS)
     get_experiment(figure)  # "figN: not implemented yet" before anything is written
     figure = records_figure(figure)  # fig5 is drawn from fig4's records
     if device == "cpu":
@@ -86,6 +91,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "comm_bytes": args.comm_mib << 20 if args.comm_mib else None,
         "allow_power_cap": args.allow_power_cap or None,
         "models": models,
+        "parallelisms": parallelisms,
         "power_interval_s": args.power_interval_ms / 1e3 if args.power_interval_ms else None,
     }
     console.print(f"[bold]{figure}[/]: preset {preset.name}, {device} x{nproc}, out {out}")
@@ -195,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--gpus", type=int, help="GPUs to use (default: all)")
     run.add_argument("--nproc", type=int, help="gloo processes on CPU (default: the preset's)")
     run.add_argument("--models", help="comma-separated model names (FSDP and pipeline figures)")
+    run.add_argument("--parallelisms", help="fig4/fig5: fsdp, pipeline or both (default both)")
     run.add_argument(
         "--power-interval-ms", type=int, help="power sampling interval (default 20 ms)"
     )

@@ -14,6 +14,7 @@ from artifact.errors import bad_choice
 FIGURES: tuple[str, ...] = tuple(f"fig{n}" for n in range(4, 12))
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "rocm")
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
+PARALLELISMS: tuple[str, ...] = ("fsdp", "pipeline")
 
 
 @dataclass(frozen=True)

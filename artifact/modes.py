@@ -130,6 +130,46 @@ def _wrap(name: str, original: Callable):
     return collective
 
 
+_stand_in_values: dict[tuple, torch.Tensor] = {}
+
+
+def _fill_received(t: torch.Tensor) -> None:
+    """What a no-op receive leaves: fixed random values of the right shape (a copy)."""
+    key = (tuple(t.shape), t.dtype, str(t.device))
+    if key not in _stand_in_values:
+        g = torch.Generator().manual_seed(0)
+        _stand_in_values[key] = torch.randn(t.shape, generator=g).to(t.device, t.dtype)
+    with torch.no_grad():  # receive buffers are leaves that require grad
+        t.copy_(_stand_in_values[key])
+
+
+def _wrap_batch_p2p(original: Callable):
+    """Megatron-core's p2p path: batch_isend_irecv(list of P2POp) -> list of requests.
+
+    isend/irecv themselves stay unwrapped: P2POp accepts only torch's own functions.
+    """
+    import torch.distributed as dist
+
+    def batch_isend_irecv(p2p_op_list):
+        mode, device = _state["mode"], _state["device"]
+        if mode is None or mode is Mode.OVERLAP:
+            return original(p2p_op_list)
+        if mode is Mode.NOCOMM:
+            for op in p2p_op_list:
+                if op.op is dist.distributed_c10d.irecv:
+                    _fill_received(op.tensor)
+        else:  # SEQUENTIAL: each batch drained before anything else runs
+            synchronize(device)
+            for req in original(p2p_op_list):
+                req.wait()
+            synchronize(device)
+        return [DONE for _ in p2p_op_list]
+
+    batch_isend_irecv.__wrapped__ = original
+    batch_isend_irecv.routed_by_mode = True
+    return batch_isend_irecv
+
+
 def install_collective_modes() -> None:
     """Wrap torch.distributed's collectives (idempotent); call before the framework starts."""
     import torch.distributed as dist
@@ -138,6 +178,8 @@ def install_collective_modes() -> None:
         fn = getattr(dist, name, None)
         if fn is not None and not getattr(fn, "routed_by_mode", False):
             setattr(dist, name, _wrap(name, fn))
+    if not getattr(dist.batch_isend_irecv, "routed_by_mode", False):
+        dist.batch_isend_irecv = _wrap_batch_p2p(dist.batch_isend_irecv)
 
 
 class collectives_in:

@@ -6,15 +6,15 @@ on every row says the result is a functional check.
 
 from __future__ import annotations
 
-from artifact.experiments import fsdp
+from artifact.experiments import fsdp, training
 from artifact.runner import RunContext
 
-DERIVED = fsdp.DERIVED
+DERIVED = training.DERIVED
 PRECISIONS = ("fp32", "tf32")
 
 
 def run(ctx: RunContext) -> None:
     mb = ctx.preset.micro_batches[0]
     fsdp.run_configs(
-        ctx, [fsdp.config_for(ctx, m, mb, p) for m in fsdp.models_of(ctx) for p in PRECISIONS]
+        ctx, [fsdp.config_for(ctx, m, mb, p) for m in training.models_of(ctx) for p in PRECISIONS]
     )

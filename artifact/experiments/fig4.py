@@ -1,21 +1,24 @@
-"""Fig. 4: compute slowdown under overlap, FSDP rows (DeepSpeed ZeRO-3).
+"""Fig. 4: compute slowdown under overlap, FSDP (DeepSpeed ZeRO-3) and pipeline
+(Megatron-core 1F1B) rows.
 
 The sweep: the preset's models x micro batches in its main precision (FP16 on GPUs, as
-the paper; FP32 on CPU). Fig. 5's end-to-end times come from the same records.
+the paper; FP32 on CPU), for both parallelisms. Fig. 5's end-to-end times come from the
+same records.
 """
 
 from __future__ import annotations
 
-from artifact.experiments import fsdp
+from artifact.experiments import fsdp, pipeline, training
 from artifact.runner import RunContext
 
-DERIVED = fsdp.DERIVED
+DERIVED = training.DERIVED
 
 
 def run(ctx: RunContext) -> None:
-    configs = [
-        fsdp.config_for(ctx, model, mb, ctx.preset.precision)
-        for model in fsdp.models_of(ctx)
-        for mb in ctx.preset.micro_batches
-    ]
-    fsdp.run_configs(ctx, configs)
+    grid = [(m, mb) for m in training.models_of(ctx) for mb in ctx.preset.micro_batches]
+    precision = ctx.preset.precision
+    chosen = ctx.options.get("parallelisms") or ["fsdp", "pipeline"]
+    if "fsdp" in chosen:
+        fsdp.run(ctx, [fsdp.config_for(ctx, m, mb, precision) for m, mb in grid])
+    if "pipeline" in chosen:
+        pipeline.run(ctx, [pipeline.config_for(ctx, m, mb, precision) for m, mb in grid])

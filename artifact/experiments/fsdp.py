@@ -1,78 +1,13 @@
-"""The FSDP (DeepSpeed ZeRO-3) rows shared by Figs. 4, 5, 10 and 11.
-
-Each configuration (model, micro batch, precision) builds one engine; every repetition
-then runs the three modes in a rotating order on it (artifact.workloads.fsdp_deepspeed),
-each timed, profiled and, with telemetry, held under the power sampler.
-"""
+"""FSDP rows (DeepSpeed ZeRO-3) of Figs. 4, 5, 10 and 11."""
 
 from __future__ import annotations
 
-import functools
-import logging
 from typing import Any
 
-from artifact import metrics as eq
-from artifact.aggregate import Derived
 from artifact.config import get_model
-from artifact.measure.peak import peak_matmul_tflops
-from artifact.modes import Mode
-from artifact.runner import (
-    BASE_UNITS,
-    POWER_UNITS,
-    RunContext,
-    measure_phase,
-    measure_power,
-    reduce_ranks,
-    rep_done,
-)
+from artifact.experiments import training
+from artifact.runner import RunContext
 from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
-
-log = logging.getLogger(__name__)
-
-MODES = (Mode.OVERLAP, Mode.SEQUENTIAL, Mode.NOCOMM)
-UNITS = {**BASE_UNITS, **POWER_UNITS, "mfu": "ratio", "loss": "nats", "tflops_per_gpu": "TFLOP/s"}
-
-DERIVED = [
-    Derived(
-        "slowdown", eq.slowdown, (("overlap", "compute_ms"), ("sequential", "compute_ms")), "ratio"
-    ),
-    Derived(
-        "e2e_ideal_ms",
-        eq.e2e_ideal,
-        (("overlap", "e2e_ms"), ("overlap", "compute_ms"), ("sequential", "compute_ms")),
-        "ms",
-    ),
-    Derived(
-        "sequential_penalty",
-        eq.sequential_penalty,
-        (("sequential", "e2e_ms"), ("overlap", "e2e_ms")),
-        "ratio",
-    ),
-    Derived(
-        "peak_power_increase",
-        eq.slowdown,
-        (("overlap", "power_peak_w"), ("sequential", "power_peak_w")),
-        "ratio",
-    ),
-    Derived(
-        "mean_power_increase",
-        eq.slowdown,
-        (("overlap", "power_mean_w"), ("sequential", "power_mean_w")),
-        "ratio",
-    ),
-    # V1: the sequential baseline's compute equals compute with no communication at all.
-    Derived(
-        "v1_baseline_gap",
-        eq.slowdown,
-        (("sequential", "compute_ms"), ("nocomm", "compute_ms")),
-        "ratio",
-    ),
-]
-
-
-def mode_order(rep: int) -> tuple[Mode, ...]:
-    k = rep % len(MODES)
-    return MODES[k:] + MODES[:k]
 
 
 def config_for(
@@ -80,81 +15,11 @@ def config_for(
 ) -> tuple[str, dict[str, Any], FsdpSpec]:
     spec = FsdpSpec(get_model(model), micro_batch, precision)
     config_id = f"{model}_fsdp_{precision}_mb{micro_batch}_w{ctx.world_size}"
-    config = {
-        "gpu": ctx.provenance.get("gpu_model") or "cpu",
-        "model": model,
-        "parallelism": "fsdp",
-        "precision": precision,
-        "micro_batch": micro_batch,
-        "seq_len": spec.model.seq_len,
-        "world_size": ctx.world_size,
-        "framework": "deepspeed-zero3",
-        "note": ""
-        if ctx.device.type == "cuda"
-        else "CPU (gloo): a functional check, not a measurement of GPU contention",
-    }
+    config = training.base_config(
+        ctx, model, "fsdp", precision, micro_batch=micro_batch, framework="deepspeed-zero3"
+    )
     return config_id, config, spec
 
 
-def models_of(ctx: RunContext) -> list[str]:
-    return ctx.options.get("models") or list(ctx.preset.models)
-
-
-def run_configs(ctx: RunContext, configs: list[tuple[str, dict[str, Any], FsdpSpec]]) -> None:
-    peaks: dict[str, float] = {}
-    names = [m.value for m in MODES]
-    for config_id, config, spec in configs:
-        todo = [r for r in range(ctx.reps) if not rep_done(ctx, config_id, tuple(names), r)]
-        if not todo:
-            log.info("%s: all %d repetitions on disk, skipped", config_id, ctx.reps)
-            continue
-        if spec.precision not in peaks:
-            peaks[spec.precision] = peak_matmul_tflops(ctx.device, spec.precision)
-        peak = peaks[spec.precision]
-        trainer = FsdpTrainer(spec, ctx.device, ctx.rank)
-        flops = trainer.model_flops_per_step(ctx.world_size)
-        config = {**config, "params": trainer.params, "peak_tflops_per_gpu": peak}
-        for mode in MODES:  # warm-up, discarded
-            for _ in range(ctx.warmup):
-                trainer.step(mode)
-        for rep in todo:
-            results = {}
-            for mode in mode_order(rep):
-                losses: list[float] = []
-
-                def step(mode=mode, losses=losses, trainer=trainer):
-                    losses.append(trainer.step(mode))
-
-                per_rank = measure_phase(
-                    ctx, step, trace_name=f"{config_id}-{mode.value}", keep_trace=rep == 0
-                )
-                per_rank["loss"] = [float(x) for x in losses[: ctx.iters]]
-                per_rank |= measure_power(ctx, functools.partial(trainer.step, mode))
-                m, per_rank_means = reduce_ranks(per_rank)
-                if ctx.is_writer:
-                    tflops = flops / (m["e2e_ms"] * 1e-3) / ctx.world_size / 1e12
-                    m |= {"tflops_per_gpu": tflops, "mfu": tflops / peak}
-                results[mode.value] = (m, per_rank_means)
-            if not ctx.is_writer:
-                continue
-            for mode, (m, per_rank_means) in results.items():
-                ctx.store.write_record(
-                    figure=ctx.figure,
-                    config_id=config_id,
-                    config=config,
-                    mode=mode,
-                    rep=rep,
-                    metrics=m,
-                    units=UNITS,
-                    provenance=ctx.provenance,
-                    extra={"per_rank": per_rank_means},
-                )
-            log.info(
-                "%s rep %d: overlap %.1f ms, sequential %.1f ms, MFU %.3f",
-                config_id,
-                rep,
-                results["overlap"][0]["e2e_ms"],
-                results["sequential"][0]["e2e_ms"],
-                results["overlap"][0]["mfu"],
-            )
-        del trainer
+def run(ctx: RunContext, configs: list[tuple[str, dict[str, Any], FsdpSpec]]) -> None:
+    training.run_configs(ctx, configs, lambda spec: FsdpTrainer(spec, ctx.device, ctx.rank))

@@ -1,0 +1,39 @@
+"""Pipeline-parallel rows (Megatron-core, 1F1B) of Figs. 4 and 5."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from artifact.config import get_model
+from artifact.experiments import training
+from artifact.runner import RunContext
+from artifact.workloads import megatron_cpu_shim
+from artifact.workloads.pipeline_megatron import ONE_STAGE_NOTE, PipelineSpec, PipelineTrainer
+
+
+def config_for(
+    ctx: RunContext, model: str, micro_batch: int, precision: str
+) -> tuple[str, dict[str, Any], PipelineSpec]:
+    microbatches = max(1, ctx.preset.global_batch // micro_batch)  # data-parallel size 1
+    spec = PipelineSpec(get_model(model), micro_batch, microbatches, precision)
+    notes = [
+        ONE_STAGE_NOTE if ctx.world_size == 1 else "",
+        megatron_cpu_shim.NOTE if ctx.device.type == "cpu" else "",
+    ]
+    config_id = f"{model}_pipeline_{precision}_mb{micro_batch}_w{ctx.world_size}"
+    config = training.base_config(
+        ctx,
+        model,
+        "pipeline",
+        precision,
+        micro_batch=micro_batch,
+        num_microbatches=microbatches,
+        stages=ctx.world_size,
+        framework="megatron-core-1f1b",
+        note="; ".join(n for n in notes if n),
+    )
+    return config_id, config, spec
+
+
+def run(ctx: RunContext, configs: list[tuple[str, dict[str, Any], PipelineSpec]]) -> None:
+    training.run_configs(ctx, configs, lambda spec: PipelineTrainer(spec, ctx.device))

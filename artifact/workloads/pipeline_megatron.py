@@ -1,0 +1,146 @@
+"""Pipeline parallelism as the paper ran it: Megatron-core's 1F1B schedule, one stage a GPU.
+
+The model is Megatron-core's own GPTModel (local layer spec, no Transformer Engine) in
+the paper's GPT-3 or LLaMA-2 shape, split into as many stages as there are ranks
+(tensor and data parallel size 1). `overlap` is Megatron-core's default schedule,
+whose batched p2p sends and receives run on NCCL's stream beside compute; `sequential`
+drains the device around every p2p batch and `nocomm` replaces it with a local copy
+into the receive buffers (artifact.modes). With one stage there is no p2p at all: the
+modes then differ in nothing, and the rows say so.
+
+Half precisions keep parameters in that precision with torch's AdamW (no master
+weights, no loss scaling): a throughput configuration, not a recipe for convergence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from artifact.config import ModelConfig
+from artifact.modes import Mode, collectives_in, install_collective_modes
+from artifact.precision import dtype_of, matmul_precision
+from artifact.workloads.models import synthetic_batch
+
+ONE_STAGE_NOTE = "one stage: no pipeline communication, so the modes differ in nothing"
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    model: ModelConfig
+    micro_batch: int
+    num_microbatches: int
+    precision: str
+
+    def tokens_per_step(self) -> int:
+        return self.micro_batch * self.num_microbatches * self.model.seq_len
+
+
+def transformer_config(spec: PipelineSpec, device: torch.device):
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    m, dtype = spec.model, dtype_of(spec.precision)
+    llama = m.family == "llama2"
+    return TransformerConfig(
+        num_layers=m.layers,
+        hidden_size=m.hidden,
+        num_attention_heads=m.heads,
+        ffn_hidden_size=m.ffn_hidden,
+        normalization="RMSNorm" if llama else "LayerNorm",
+        gated_linear_unit=llama,
+        activation_func=F.silu if llama else F.gelu,
+        add_bias_linear=not llama,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        params_dtype=dtype,
+        pipeline_dtype=dtype,
+        fp16=spec.precision == "fp16",
+        bf16=spec.precision == "bf16",
+        pipeline_model_parallel_size=dist.get_world_size(),
+        use_cpu_initialization=device.type == "cpu",
+        batch_p2p_comm=True,
+    )
+
+
+class PipelineTrainer:
+    def __init__(self, spec: PipelineSpec, device: torch.device, lr: float = 1e-4):
+        if device.type == "cpu":
+            from artifact.workloads import megatron_cpu_shim
+
+            megatron_cpu_shim.install()
+        install_collective_modes()
+        from megatron.core import parallel_state
+        from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+        from megatron.core.models.gpt.gpt_model import GPTModel
+        from megatron.core.pipeline_parallel import get_forward_backward_func
+        from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+
+        if not parallel_state.model_parallel_is_initialized():
+            parallel_state.initialize_model_parallel(
+                pipeline_model_parallel_size=dist.get_world_size()
+            )
+        model_parallel_cuda_manual_seed(1234)
+        torch.manual_seed(1234 + dist.get_rank())
+        self.spec, self.device = spec, device
+        self.config = transformer_config(spec, device)
+        self.first = parallel_state.is_pipeline_first_stage()
+        self.last = parallel_state.is_pipeline_last_stage()
+        m = spec.model
+        self.model = GPTModel(
+            config=self.config,
+            transformer_layer_spec=get_gpt_layer_local_spec(
+                normalization="RMSNorm" if m.family == "llama2" else "LayerNorm"
+            ),
+            vocab_size=m.vocab,
+            max_sequence_length=m.seq_len,
+            pre_process=self.first,
+            post_process=self.last,
+            position_embedding_type="rope" if m.family == "llama2" else "learned_absolute",
+        ).to(device)
+        local = torch.tensor(
+            [sum(p.numel() for p in self.model.parameters())], dtype=torch.float64, device=device
+        )
+        dist.all_reduce(local)  # every stage's parameters, for MFU
+        self.params = int(local.item())
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr)
+        self.tokens = synthetic_batch(m, spec.micro_batch, device, seed=0)
+        self.positions = (
+            torch.arange(m.seq_len, device=device).unsqueeze(0).expand(spec.micro_batch, -1)
+        )
+        self.labels = torch.roll(self.tokens, -1, dims=1)
+        self.forward_backward = get_forward_backward_func()
+
+    def _forward_step(self, data_iterator, model):
+        next(data_iterator)
+        out = model(self.tokens, self.positions, None, labels=self.labels)
+
+        def loss_func(per_token_loss):
+            loss = per_token_loss.float().mean()
+            return loss, {"loss": loss.detach()}
+
+        return out, loss_func
+
+    def step(self, mode: Mode) -> torch.Tensor | None:
+        n = self.spec.num_microbatches
+        with collectives_in(mode, self.device), matmul_precision(self.spec.precision):
+            self.optimizer.zero_grad(set_to_none=True)
+            losses = self.forward_backward(
+                forward_step_func=self._forward_step,
+                data_iterator=iter(range(n)),
+                model=[self.model],
+                num_microbatches=n,
+                seq_length=self.spec.model.seq_len,
+                micro_batch_size=self.spec.micro_batch,
+                forward_only=False,
+            )
+            self.optimizer.step()
+        if not self.last:
+            return None
+        return torch.stack([d["loss"] for d in losses]).mean()
+
+    def model_flops_per_step(self, world_size: int) -> float:
+        """6 * parameters * tokens of one step (all microbatches; data-parallel size 1)."""
+        return 6.0 * self.params * self.spec.tokens_per_step()
