@@ -11,6 +11,6 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 
 def run(ctx: RunContext) -> None:
     mb = ctx.preset.micro_batches[0]
-    fsdp.run_configs(
+    fsdp.run(
         ctx, [fsdp.config_for(ctx, m, mb, p) for m in training.models_of(ctx) for p in PRECISIONS]
     )

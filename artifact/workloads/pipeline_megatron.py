@@ -100,12 +100,20 @@ class PipelineTrainer:
             post_process=self.last,
             position_embedding_type="rope" if m.family == "llama2" else "learned_absolute",
         ).to(device)
+        if spec.precision in ("fp16", "bf16"):
+            from megatron.core.transformer.module import Float16Module
+
+            # as Megatron's own training does: the whole stage in half precision, with
+            # the first stage's input and the last stage's output cast at the edges
+            self.model = Float16Module(self.config, self.model)
         local = torch.tensor(
             [sum(p.numel() for p in self.model.parameters())], dtype=torch.float64, device=device
         )
         dist.all_reduce(local)  # every stage's parameters, for MFU
         self.params = int(local.item())
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr)
+        # eps 1e-8 is 0 in FP16: Adam's update would divide by zero on the first step
+        eps = 1e-4 if spec.precision == "fp16" else 1e-8
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, eps=eps)
         self.tokens = synthetic_batch(m, spec.micro_batch, device, seed=0)
         self.positions = (
             torch.arange(m.seq_len, device=device).unsqueeze(0).expand(spec.micro_batch, -1)
