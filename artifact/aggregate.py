@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from artifact import metrics as eq
 from artifact.metrics import describe, describe_derived
 
 DIMENSIONS = ("figure", "gpu", "model", "parallelism", "precision", "mode", "metric")
@@ -31,6 +32,37 @@ class Derived:
     inputs: tuple[tuple[str, str], ...]
     unit: str
     applies: Callable[[dict[str, Any]], bool] = lambda config: True
+
+
+def ratio(metric: str, over: tuple[str, str], under: tuple[str, str]) -> Derived:
+    return Derived(metric, eq.slowdown, (over, under), "ratio")
+
+
+# Derived quantities every experiment with overlap / sequential / nocomm modes reports,
+# from the metric names runner.measure_phase and runner.measure_power record.
+MODE_DERIVED = [
+    Derived(
+        "e2e_ideal_ms",
+        eq.e2e_ideal,
+        (("overlap", "e2e_ms"), ("overlap", "compute_ms"), ("sequential", "compute_ms")),
+        "ms",
+    ),
+    Derived(
+        "sequential_penalty",
+        eq.sequential_penalty,
+        (("sequential", "e2e_ms"), ("overlap", "e2e_ms")),
+        "ratio",
+    ),
+    ratio("peak_power_increase", ("overlap", "power_peak_w"), ("sequential", "power_peak_w")),
+    ratio("mean_power_increase", ("overlap", "power_mean_w"), ("sequential", "power_mean_w")),
+    ratio(
+        "energy_per_iter_change",
+        ("overlap", "energy_per_iter_j"),
+        ("sequential", "energy_per_iter_j"),
+    ),
+    # V1: the sequential baseline's compute equals compute with no communication at all.
+    ratio("v1_baseline_gap", ("sequential", "compute_ms"), ("nocomm", "compute_ms")),
+]
 
 
 def summarize(records: Iterable[dict[str, Any]], derived: dict[str, list[Derived]]) -> pd.DataFrame:

@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 from artifact import metrics as eq
-from artifact.aggregate import Derived
+from artifact.aggregate import MODE_DERIVED, Derived, ratio
 from artifact.config import Preset
 from artifact.runner import (
     BASE_UNITS,
@@ -50,58 +50,12 @@ UNITS = {
 }
 
 DERIVED = [
-    Derived(
-        "matmul_slowdown",
-        eq.slowdown,
-        (("overlap", "compute_ms"), ("sequential", "compute_ms")),
-        "ratio",
-    ),
-    Derived(
-        "comm_slowdown",
-        eq.slowdown,
-        (("overlap", "comm_role_ms"), ("comm_alone", "comm_role_ms")),
-        "ratio",
-    ),
-    Derived(
-        "e2e_ideal_ms",
-        eq.e2e_ideal,
-        (("overlap", "e2e_ms"), ("overlap", "compute_ms"), ("sequential", "compute_ms")),
-        "ms",
-    ),
+    ratio("matmul_slowdown", ("overlap", "compute_ms"), ("sequential", "compute_ms")),
+    ratio("comm_slowdown", ("overlap", "comm_role_ms"), ("comm_alone", "comm_role_ms")),
     Derived(
         "e2e_ideal_max_ms", eq.e2e_ideal_max, (("nocomm", "e2e_ms"), ("comm_alone", "e2e_ms")), "ms"
     ),
-    Derived(
-        "sequential_penalty",
-        eq.sequential_penalty,
-        (("sequential", "e2e_ms"), ("overlap", "e2e_ms")),
-        "ratio",
-    ),
-    Derived(
-        "peak_power_increase",
-        eq.slowdown,
-        (("overlap", "power_peak_w"), ("sequential", "power_peak_w")),
-        "ratio",
-    ),
-    Derived(
-        "mean_power_increase",
-        eq.slowdown,
-        (("overlap", "power_mean_w"), ("sequential", "power_mean_w")),
-        "ratio",
-    ),
-    Derived(
-        "energy_per_iter_change",
-        eq.slowdown,
-        (("overlap", "energy_per_iter_j"), ("sequential", "energy_per_iter_j")),
-        "ratio",
-    ),
-    # V1: the sequential baseline's compute equals compute with no communication at all.
-    Derived(
-        "v1_baseline_gap",
-        eq.slowdown,
-        (("sequential", "compute_ms"), ("nocomm", "compute_ms")),
-        "ratio",
-    ),
+    *MODE_DERIVED,
 ]
 
 

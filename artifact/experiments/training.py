@@ -13,8 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from artifact import metrics as eq
-from artifact.aggregate import Derived
+from artifact.aggregate import MODE_DERIVED, ratio
 from artifact.config import get_model
 from artifact.measure.peak import peak_matmul_tflops
 from artifact.modes import Mode
@@ -35,40 +34,8 @@ CPU_NOTE = "CPU (gloo): a functional check, not a measurement of GPU contention"
 UNITS = {**BASE_UNITS, **POWER_UNITS, "mfu": "ratio", "loss": "nats", "tflops_per_gpu": "TFLOP/s"}
 
 DERIVED = [
-    Derived(
-        "slowdown", eq.slowdown, (("overlap", "compute_ms"), ("sequential", "compute_ms")), "ratio"
-    ),
-    Derived(
-        "e2e_ideal_ms",
-        eq.e2e_ideal,
-        (("overlap", "e2e_ms"), ("overlap", "compute_ms"), ("sequential", "compute_ms")),
-        "ms",
-    ),
-    Derived(
-        "sequential_penalty",
-        eq.sequential_penalty,
-        (("sequential", "e2e_ms"), ("overlap", "e2e_ms")),
-        "ratio",
-    ),
-    Derived(
-        "peak_power_increase",
-        eq.slowdown,
-        (("overlap", "power_peak_w"), ("sequential", "power_peak_w")),
-        "ratio",
-    ),
-    Derived(
-        "mean_power_increase",
-        eq.slowdown,
-        (("overlap", "power_mean_w"), ("sequential", "power_mean_w")),
-        "ratio",
-    ),
-    # V1: the sequential baseline's compute equals compute with no communication at all.
-    Derived(
-        "v1_baseline_gap",
-        eq.slowdown,
-        (("sequential", "compute_ms"), ("nocomm", "compute_ms")),
-        "ratio",
-    ),
+    ratio("slowdown", ("overlap", "compute_ms"), ("sequential", "compute_ms")),
+    *MODE_DERIVED,
 ]
 
 
