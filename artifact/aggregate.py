@@ -53,6 +53,12 @@ MODE_DERIVED = [
         (("sequential", "e2e_ms"), ("overlap", "e2e_ms")),
         "ratio",
     ),
+    Derived(
+        "e2e_above_ideal",
+        lambda e2e_o, c_o, c_s: eq.slowdown_time(c_o, c_s) / eq.e2e_ideal(e2e_o, c_o, c_s),
+        (("overlap", "e2e_ms"), ("overlap", "compute_ms"), ("sequential", "compute_ms")),
+        "ratio",
+    ),
     ratio("peak_power_increase", ("overlap", "power_peak_w"), ("sequential", "power_peak_w")),
     ratio("mean_power_increase", ("overlap", "power_mean_w"), ("sequential", "power_mean_w")),
     ratio(

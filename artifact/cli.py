@@ -125,9 +125,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def write_summary(out: Path, allow_mixed: bool = False):
     """Rebuild OUT/summary.csv from every record under OUT."""
-    from artifact.aggregate import summarize
+    from artifact.aggregate import configs_of, summarize
     from artifact.experiments import IMPLEMENTED, get_experiment
-    from artifact.store import RunStore, check_uniform_env
+    from artifact.store import RunStore, check_uniform_env, strict_json
 
     store = RunStore(out)
     records = store.records()
@@ -137,6 +137,9 @@ def write_summary(out: Path, allow_mixed: bool = False):
     derived = {fig: get_experiment(fig).DERIVED for fig in IMPLEMENTED}
     summary = summarize(records, derived)
     store.write_text("summary.csv", summary.to_csv(index=False))
+    store.write_text(
+        "configs.json", json.dumps(strict_json(configs_of(records)), indent=1, sort_keys=True)
+    )
     return summary
 
 
@@ -184,6 +187,29 @@ def cmd_restore_caps(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from artifact.compare import write_verdicts
+
+    out = Path(args.dir)
+    if not out.is_dir():
+        raise ArtifactError(f"no results folder '{out}'")
+    verdicts = write_verdicts(out)
+    table = Table(title=f"verdicts ({out / 'verdicts.csv'})")
+    for col in ("figure", "item", "verdict", "reason"):
+        table.add_column(col, overflow="fold")
+    for r in verdicts.itertuples():
+        table.add_row(r.figure, r.item, r.verdict, r.reason)
+    console.print(table)
+    counts = verdicts["verdict"].value_counts()
+    console.print(
+        ", ".join(
+            f"{v}: {counts.get(v, 0)}"
+            for v in ("reproduced", "not reproduced", "not applicable", "not run")
+        )
+    )
+    return 0
+
+
 def cmd_not_yet(args: argparse.Namespace) -> int:
     raise ArtifactError(f"{args.command}: not implemented yet")
 
@@ -225,10 +251,13 @@ def build_parser() -> argparse.ArgumentParser:
     summ.add_argument("--allow-mixed", action="store_true")
     summ.set_defaults(func=cmd_summarize)
 
-    for name in ("compare", "report"):
-        s = sub.add_parser(name, help=f"{name} a results folder (not implemented yet)")
-        s.add_argument("dir")
-        s.set_defaults(func=cmd_not_yet)
+    cmp = sub.add_parser("compare", help="DIR/summary.csv + expected/ -> DIR/verdicts.csv")
+    cmp.add_argument("dir")
+    cmp.set_defaults(func=cmd_compare)
+
+    rep = sub.add_parser("report", help="write DIR/report/ (not implemented yet)")
+    rep.add_argument("dir")
+    rep.set_defaults(func=cmd_not_yet)
 
     rc = sub.add_parser("restore-caps", help="restore GPU limits saved by a run that was killed")
     rc.set_defaults(func=cmd_restore_caps)
