@@ -78,7 +78,7 @@ def test_summarize_of_empty_folder_is_a_clear_error(cli, tmp_path):
     assert tree(tmp_path) == []
 
 
-@pytest.mark.parametrize("command", ["compare", "report"])
+@pytest.mark.parametrize("command", ["report"])
 def test_not_yet_commands_say_so(cli, tmp_path, command):
     res = cli(command, str(tmp_path))
     assert res.returncode == 2

@@ -1,0 +1,247 @@
+"""compare: hand-made summary tables that give every verdict, and schema errors."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from artifact.aggregate import COLUMNS
+from artifact.compare import compare, load_expected
+from artifact.errors import ArtifactError
+from artifact.store import RunStore
+from tests.conftest import run_cli
+
+EXPECTED = """
+figure: figX
+numbers:
+  - id: slowdown_mean
+    statement: slowdown is 20 %
+    metric: slowdown
+    rows: {figure: fig4, mode: derived}
+    aggregate: mean
+    value: 0.20
+    tolerance: 0.05
+    tolerance_why: test
+    source: {figure: "Fig. 4"}
+    scope: any
+  - id: mi250_only
+    statement: an MI250 number
+    metric: slowdown
+    rows: {figure: fig4, mode: derived}
+    aggregate: max
+    value: 0.45
+    tolerance: 0.1
+    tolerance_why: test
+    source: {figure: "Fig. 5"}
+    scope: [MI250]
+  - id: capped
+    statement: a fig9 number
+    metric: e2e_ms
+    rows: {figure: fig9, mode: overlap}
+    aggregate: cap_increase
+    value: 1.0
+    tolerance: 0.2
+    tolerance_why: test
+    source: {figure: "Fig. 9"}
+    scope: any
+claims:
+  - id: all_positive
+    statement: slowdown > 0 everywhere
+    kind: every_row_positive
+    metric: slowdown
+    rows: {figure: fig4, mode: derived}
+    source: {figure: "Fig. 4"}
+    scope: any
+  - id: fsdp_more
+    statement: FSDP slows more than pipeline
+    kind: group_greater
+    metric: slowdown
+    rows: {figure: fig4, mode: derived}
+    greater: {parallelism: fsdp}
+    lesser: {parallelism: pipeline}
+    source: {figure: "Fig. 4"}
+    scope: any
+  - id: grows_with_size
+    statement: slowdown grows with the model
+    kind: increases_with
+    metric: slowdown
+    rows: {figure: fig4, mode: derived, parallelism: fsdp}
+    along: params
+    source: {figure: "Fig. 4"}
+    scope: any
+"""
+
+
+def _row(
+    config,
+    parallelism,
+    mean,
+    lo,
+    hi,
+    gpu="NVIDIA H200",
+    metric="slowdown",
+    mode="derived",
+    figure="fig4",
+):
+    return {
+        "figure": figure,
+        "gpu": gpu,
+        "model": "m",
+        "parallelism": parallelism,
+        "precision": "fp16",
+        "mode": mode,
+        "metric": metric,
+        "mean": mean,
+        "std": 0.01,
+        "ci_low": lo,
+        "ci_high": hi,
+        "n": 5,
+        "cv": 0.1,
+        "noisy": False,
+        "unit": "ratio",
+        "kind": "derived",
+        "config_id": config,
+        "note": "",
+    }
+
+
+@pytest.fixture
+def expected_dir(tmp_path):
+    d = tmp_path / "expected"
+    d.mkdir()
+    (d / "figX.yaml").write_text(EXPECTED)
+    return d
+
+
+def _folder(tmp_path, rows, configs):
+    out = tmp_path / "run"
+    out.mkdir()
+    pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(out / "summary.csv", index=False)
+    (out / "configs.json").write_text(json.dumps(configs))
+    return out
+
+
+def verdicts_of(df):
+    return dict(zip(df["item"], df["verdict"], strict=True))
+
+
+def test_every_verdict(tmp_path, expected_dir):
+    rows = [
+        _row("small_fsdp", "fsdp", 0.18, 0.16, 0.21),
+        _row("big_fsdp", "fsdp", 0.30, 0.27, 0.33),
+        _row("small_pp", "pipeline", 0.05, 0.03, 0.07),
+    ]
+    configs = {
+        "small_fsdp": {"params": 1e9},
+        "big_fsdp": {"params": 13e9},
+        "small_pp": {"params": 1e9},
+    }
+    out = _folder(tmp_path, rows, configs)
+    RunStore(out).write_status("fig9", "not run", "needs --allow-power-cap")
+    v = compare(out, expected_dir)
+    assert list(v.columns) == [
+        "figure",
+        "item",
+        "expected",
+        "tolerance",
+        "mean",
+        "ci_low",
+        "ci_high",
+        "verdict",
+        "reason",
+    ]
+    got = verdicts_of(v)
+    # mean of means 0.177, mean CI [0.153, 0.203] meets [0.15, 0.25]
+    assert got["slowdown_mean"] == "reproduced"
+    assert got["mi250_only"] == "not applicable"
+    assert got["capped"] == "not run"
+    assert "needs --allow-power-cap" in v.set_index("item").loc["capped", "reason"]
+    assert got["all_positive"] == "reproduced"
+    assert got["fsdp_more"] == "reproduced"
+    assert got["grows_with_size"] == "reproduced"
+
+
+def test_not_reproduced_says_why(tmp_path, expected_dir):
+    rows = [
+        _row("a_fsdp", "fsdp", 0.02, -0.01, 0.05),
+        _row("b_fsdp", "fsdp", 0.01, 0.0, 0.02),
+        _row("a_pp", "pipeline", 0.03, 0.01, 0.05),
+    ]
+    configs = {"a_fsdp": {"params": 1e9}, "b_fsdp": {"params": 13e9}, "a_pp": {}}
+    v = compare(_folder(tmp_path, rows, configs), expected_dir).set_index("item")
+    assert v.loc["slowdown_mean", "verdict"] == "not reproduced"
+    assert "misses [0.15, 0.25]" in v.loc["slowdown_mean", "reason"]
+    assert v.loc["all_positive", "verdict"] == "not reproduced"
+    assert (
+        "a_fsdp" in v.loc["all_positive", "reason"] and "b_fsdp" in v.loc["all_positive", "reason"]
+    )
+    assert v.loc["fsdp_more", "verdict"] == "not reproduced"
+    assert v.loc["grows_with_size", "verdict"] == "not reproduced"
+
+
+def test_power_cap_increase(tmp_path, expected_dir):
+    rows = [
+        _row("u", "allreduce", 10.0, 9.9, 10.1, metric="e2e_ms", mode="overlap", figure="fig9"),
+        _row("c200", "allreduce", 20.5, 20.4, 20.6, metric="e2e_ms", mode="overlap", figure="fig9"),
+        _row("c400", "allreduce", 14.0, 13.9, 14.1, metric="e2e_ms", mode="overlap", figure="fig9"),
+    ]
+    configs = {
+        "u": {"power_cap_w": None},
+        "c200": {"power_cap_w": 200.0},
+        "c400": {"power_cap_w": 400.0},
+    }
+    v = compare(_folder(tmp_path, rows, configs), expected_dir).set_index("item")
+    assert v.loc["capped", "mean"] == pytest.approx(1.05)  # strictest cap: 20.5 / 10 - 1
+    assert v.loc["capped", "verdict"] == "reproduced"
+
+
+def test_cpu_run_evaluates_no_claim(tmp_path, expected_dir):
+    rows = [_row("x", "fsdp", 0.5, 0.4, 0.6, gpu="cpu")]
+    v = compare(_folder(tmp_path, rows, {}), expected_dir)
+    assert set(v["verdict"]) == {"not applicable"}
+    assert v["reason"].str.startswith("CPU functional check").all()
+
+
+def test_the_shipped_expected_files_load():
+    items = load_expected()
+    ids = {i["id"] for i in items}
+    assert {
+        "compute_slowdown_mean",
+        "sequential_penalty_max",
+        "peak_power_increase_max",
+        "fsdp_slows_more_than_pipeline",
+        "stricter_cap_slower",
+    } <= ids
+    assert all(i["tolerance_why"] for i in items if i["section"] == "numbers")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("figure: f\nnumbers:\n  - id: a\n", "f.yaml: numbers[0]: missing key 'statement'"),
+        (
+            "figure: f\nclaims: [{id: a, statement: s, kind: vibes, rows: {}, source: {}, scope: any}]\n",
+            "f.yaml: claims[0]: kind 'vibes'; accepted: every_row_positive",
+        ),
+        (
+            "figure: f\nnumbers: [{id: a, statement: s, metric: m, rows: {}, aggregate: mean, value: high, "
+            "tolerance: 1, tolerance_why: w, source: {}, scope: any}]\n",
+            "f.yaml: numbers[0]: 'value' must be a number, got 'high'",
+        ),
+        ("figure: [unclosed\n", "f.yaml: not valid YAML"),
+    ],
+)
+def test_malformed_expected_is_a_clear_error(tmp_path, text, message):
+    (tmp_path / "f.yaml").write_text(text)
+    with pytest.raises(ArtifactError) as e:
+        load_expected(tmp_path)
+    assert str(e.value).startswith(message)
+
+
+def test_compare_cli_writes_verdicts(tmp_path):
+    out = _folder(tmp_path, [_row("x", "fsdp", 0.2, 0.18, 0.22)], {"x": {}})
+    res = run_cli("compare", str(out))
+    assert res.returncode == 0, res.stderr
+    assert (out / "verdicts.csv").is_file()
+    assert "reproduced:" in res.stdout
+    assert run_cli("compare", str(tmp_path / "nope")).returncode == 2
