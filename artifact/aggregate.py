@@ -71,6 +71,11 @@ MODE_DERIVED = [
 ]
 
 
+def configs_of(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """config id -> its configuration (written beside summary.csv, read by compare)."""
+    return {r["config_id"]: r["config"] for r in records}
+
+
 def summarize(records: Iterable[dict[str, Any]], derived: dict[str, list[Derived]]) -> pd.DataFrame:
     """summary.csv's table. `derived` maps a figure to its derived quantities."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
