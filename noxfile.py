@@ -91,7 +91,7 @@ def _has_gpu(py: str) -> bool:
 
 @nox.session(name="all")
 def all_figures(session: nox.Session) -> None:
-    """Every figure into one results folder, then its summary. A failing figure does not stop the others."""
+    """Every figure into one folder, then summary, verdicts and report; a failing figure does not stop the others."""
     py = _python(session)
     args = list(session.posargs)
     if "--out" not in args:
@@ -118,7 +118,9 @@ def all_figures(session: nox.Session) -> None:
             failed.append(f"{fig} (exit {rc})")
     out = args[args.index("--out") + 1]
     session.run(py, "-m", "artifact", "summarize", out, success_codes=[0, 2])
-    session.log(f"results: {out}")
+    session.run(py, "-m", "artifact", "compare", out)
+    session.run(py, "-m", "artifact", "report", out)
+    session.log(f"results: {out}; report: {out}/report/appendix.html")
     session.log(
         f"not implemented yet: {', '.join(f for f in FIGURES if f not in implemented) or 'none'}"
     )

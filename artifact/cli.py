@@ -210,8 +210,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_not_yet(args: argparse.Namespace) -> int:
-    raise ArtifactError(f"{args.command}: not implemented yet")
+def cmd_report(args: argparse.Namespace) -> int:
+    from artifact.report import write_report
+
+    out = Path(args.dir)
+    if not out.is_dir():
+        raise ArtifactError(f"no results folder '{out}'")
+    report = write_report(out)
+    first = (report / "appendix.md").read_text().splitlines()[0]
+    console.print(f"{first}\nreport: {report / 'appendix.html'}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -255,9 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("dir")
     cmp.set_defaults(func=cmd_compare)
 
-    rep = sub.add_parser("report", help="write DIR/report/ (not implemented yet)")
+    rep = sub.add_parser("report", help="write DIR/report/ (appendix in Markdown, HTML, LaTeX)")
     rep.add_argument("dir")
-    rep.set_defaults(func=cmd_not_yet)
+    rep.set_defaults(func=cmd_report)
 
     rc = sub.add_parser("restore-caps", help="restore GPU limits saved by a run that was killed")
     rc.set_defaults(func=cmd_restore_caps)

@@ -78,11 +78,12 @@ def test_summarize_of_empty_folder_is_a_clear_error(cli, tmp_path):
     assert tree(tmp_path) == []
 
 
-@pytest.mark.parametrize("command", ["report"])
-def test_not_yet_commands_say_so(cli, tmp_path, command):
-    res = cli(command, str(tmp_path))
+@pytest.mark.parametrize("command", ["compare", "report"])
+def test_compare_and_report_of_a_missing_folder(cli, tmp_path, command):
+    res = cli(command, str(tmp_path / "nope"))
     assert res.returncode == 2
-    assert res.stderr.strip() == f"error: {command}: not implemented yet"
+    assert res.stderr.strip() == f"error: no results folder '{tmp_path / 'nope'}'"
+    assert not (tmp_path / "nope").exists()
 
 
 def test_env_on_cpu_reports_cpu_cleanly(cli):

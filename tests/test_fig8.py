@@ -1,6 +1,7 @@
 """Fig. 8 end to end on CPU: 2 gloo processes through torchrun to summary.csv, then resume."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -121,3 +122,59 @@ def test_rerun_resumes_without_redoing(fig8_run):
     assert {p: after[p] for p in before} == before, "a finished repetition was rewritten"
     assert sorted(p.name for p in set(after) - set(before)) == ["rep-003.json"] * len(PHASES)
     assert (_summary(out)["n"] == 4).all()
+
+
+def test_report_of_a_cpu_run(fig8_run):
+    import html.parser
+    import re
+
+    from tests.conftest import run_cli
+
+    out, _ = fig8_run
+    res = run_cli("report", str(out))
+    assert res.returncode == 0, res.stderr
+    report = out / "report"
+    md = (report / "appendix.md").read_text()
+    assert md.splitlines()[0].startswith(
+        "**Functional check on CPU: no claim of the paper was evaluated.**"
+    )
+    assert md.index("# Verdicts") < md.index("# A. Abstract")  # the verdict table first
+    verdicts = pd.read_csv(out / "verdicts.csv")
+    assert set(verdicts["verdict"]) == {"not applicable"}  # CPU: nothing evaluated
+    for section in (
+        "B. Artifact check-list",
+        "V1:",
+        "V2:",
+        "V3:",
+        "Power sampling",
+        "Environment and provenance",
+        "What was not run",
+    ):
+        assert section in md
+    assert "no GPU power telemetry" in md.lower() or "No GPU power telemetry" in md
+
+    class Checker(html.parser.HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.stack = []
+
+        def handle_starttag(self, tag, attrs):
+            if tag not in ("meta", "img", "br"):
+                self.stack.append(tag)
+
+        def handle_endtag(self, tag):
+            assert self.stack.pop() == tag
+
+    checker = Checker()
+    checker.feed((report / "appendix.html").read_text())
+    assert checker.stack == []
+
+    tex = (report / "appendix.tex").read_text()
+    begins, ends = re.findall(r"\\begin\{(\w+)\}", tex), re.findall(r"\\end\{(\w+)\}", tex)
+    assert sorted(begins) == sorted(ends) and "document" in begins
+    images = re.findall(r"\]\((figures/[^)]+)\)", md)
+    assert "figures/fig8.png" in images
+    for rel in images:
+        for suffix in (".png", ".pdf"):
+            f = report / Path(rel).with_suffix(suffix)
+            assert f.is_file() and f.stat().st_size > 1000
