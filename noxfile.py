@@ -103,7 +103,11 @@ def all_figures(session: nox.Session) -> None:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         args += ["--out", str(ROOT / "results" / f"{stamp}-{preset}")]
     implemented = subprocess.run(
-        [py, "-c", "from artifact.experiments import IMPLEMENTED; print(*IMPLEMENTED)"],
+        [
+            py,
+            "-c",
+            "from artifact.experiments import IMPLEMENTED as I, SAME_RECORDS_AS as S; print(*I, *S)",
+        ],
         capture_output=True,
         text=True,
         check=True,

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -99,8 +100,17 @@ def main(argv: list[str] | None = None) -> None:
             get_experiment(args.figure).run(ctx)
         finally:
             telemetry.close()
-    finally:
+        dist.barrier()  # every rank's work, and rank 0's records, are done
+    except BaseException:
         dist.destroy_process_group()
+        raise
+    # A finished run leaves without C++ teardown: once in a CI-like run, a rank that had
+    # built six DeepSpeed engines aborted at exit ("terminate called without an active
+    # exception", SIGABRT) after every record was written, and torchrun failed the figure.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

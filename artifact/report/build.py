@@ -228,7 +228,9 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     if provenance.get("gpu_count", 0) in (0, None):
         missing.append("every GPU measurement: no GPU on this machine")
     if provenance.get("device_kind") != "rocm":
-        missing.append("AMD GPUs (MI250, MI210; half of the paper's systems): this machine has none")
+        missing.append(
+            "AMD GPUs (MI250, MI210; half of the paper's systems): this machine has none"
+        )
     doc.items(missing)
     doc.h(1, "G. Customization")
     doc.p(
