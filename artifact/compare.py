@@ -76,7 +76,11 @@ def _need(where: str, item: dict, keys: tuple[str, ...]) -> None:
 def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
     """Every item of every expected/*.yaml, schema-checked, with its file's figure."""
     items = []
-    for path in sorted(Path(directory).glob("*.yaml")):
+    def order(path: Path) -> tuple:  # headline first, then fig4 ... fig11 in number order
+        digits = "".join(c for c in path.stem if c.isdigit())
+        return (path.stem != "headline", int(digits or 0), path.stem)
+
+    for path in sorted(Path(directory).glob("*.yaml"), key=order):
         try:
             doc = yaml.safe_load(path.read_text())
         except yaml.YAMLError as e:
