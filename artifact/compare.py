@@ -76,6 +76,7 @@ def _need(where: str, item: dict, keys: tuple[str, ...]) -> None:
 def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
     """Every item of every expected/*.yaml, schema-checked, with its file's figure."""
     items = []
+
     def order(path: Path) -> tuple:  # headline first, then fig4 ... fig11 in number order
         digits = "".join(c for c in path.stem if c.isdigit())
         return (path.stem != "headline", int(digits or 0), path.stem)

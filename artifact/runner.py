@@ -205,3 +205,53 @@ def reduce_ranks(per_rank: dict[str, list[float]]) -> tuple[dict[str, float], li
             metrics[key] = _nanmean(np.concatenate([g[key] for g in gathered]))
     per_rank_means = [{k: _nanmean(v) for k, v in g.items()} for g in gathered]
     return metrics, per_rank_means
+
+
+def measure_repetition(
+    ctx: RunContext,
+    *,
+    config_id: str,
+    config: dict[str, Any],
+    rep: int,
+    phases: tuple[str, ...],
+    step_of: Callable[[str], Callable[[], None]],
+    units: dict[str, str],
+    comm: tuple[str, ...] = ("communication",),
+    per_rank_extra: Callable[[str], dict[str, list[float]]] | None = None,
+    finish: Callable[[str, dict[str, float]], dict[str, float]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, dict[str, float]]:
+    """One repetition: every phase timed, profiled and (with telemetry) held under the
+    power sampler, in the given order; rank 0 then writes one record a phase.
+
+    `per_rank_extra(phase)` adds this rank's own lists (a loss) before ranks are reduced;
+    `finish(phase, metrics)` adds what follows from the reduced metrics (MFU, bandwidth).
+    Returns the metrics by phase (empty dicts on ranks other than 0).
+    """
+    results = {}
+    for phase in phases:
+        step = step_of(phase)
+        per_rank = measure_phase(
+            ctx, step, trace_name=f"{config_id}-{phase}", keep_trace=rep == 0, comm=comm
+        )
+        if per_rank_extra is not None:
+            per_rank |= per_rank_extra(phase)
+        per_rank |= measure_power(ctx, step)
+        m, per_rank_means = reduce_ranks(per_rank)
+        if ctx.is_writer and finish is not None:
+            m = finish(phase, m)
+        results[phase] = (m, per_rank_means)
+    if ctx.is_writer:
+        for phase, (m, per_rank_means) in results.items():
+            ctx.store.write_record(
+                figure=ctx.figure,
+                config_id=config_id,
+                config=config,
+                mode=phase,
+                rep=rep,
+                metrics=m,
+                units=units,
+                provenance=ctx.provenance,
+                extra={"per_rank": per_rank_means, **(extra or {})},
+            )
+    return {phase: m for phase, (m, _) in results.items()}

@@ -24,9 +24,7 @@ from artifact.runner import (
     BASE_UNITS,
     POWER_UNITS,
     RunContext,
-    measure_phase,
-    measure_power,
-    reduce_ranks,
+    measure_repetition,
     rep_done,
 )
 from artifact.workloads.microbench import PHASES, Microbench, MicrobenchSpec, phase_order
@@ -139,36 +137,26 @@ def run_configs(
         }
         log.info("%s: collective repeated %d times to span the matmuls", config_id, repeats)
         for rep in todo:
-            results = {}
-            for phase in phase_order(rep):
-                step = functools.partial(bench.run_phase, phase)
-                per_rank = measure_phase(
-                    ctx,
-                    step,
-                    trace_name=f"{config_id}-{phase}",
-                    keep_trace=rep == 0,
-                    comm=comm_role,
-                )
-                per_rank |= measure_power(ctx, step)
-                results[phase] = reduce_ranks(per_rank)
+            results = measure_repetition(
+                ctx,
+                config_id=config_id,
+                config=config,
+                rep=rep,
+                phases=phase_order(rep),
+                step_of=lambda phase, bench=bench: functools.partial(bench.run_phase, phase),
+                units=UNITS,
+                comm=comm_role,
+                finish=lambda phase, m, spec=spec, repeats=repeats: _phase_metrics(
+                    m, phase, spec, repeats, ctx.world_size
+                ),
+                extra={"power": power_info},
+            )
             if not ctx.is_writer:
                 continue
-            for phase, (m, per_rank_means) in results.items():
-                ctx.store.write_record(
-                    figure=ctx.figure,
-                    config_id=config_id,
-                    config=config,
-                    mode=phase,
-                    rep=rep,
-                    metrics=_phase_metrics(m, phase, spec, repeats, ctx.world_size),
-                    units=UNITS,
-                    provenance=ctx.provenance,
-                    extra={"per_rank": per_rank_means, "power": power_info},
-                )
             log.info(
                 "%s rep %d: overlap %.3f ms, sequential %.3f ms",
                 config_id,
                 rep,
-                results["overlap"][0]["e2e_ms"],
-                results["sequential"][0]["e2e_ms"],
+                results["overlap"]["e2e_ms"],
+                results["sequential"]["e2e_ms"],
             )

@@ -8,7 +8,6 @@ sampler. A trainer provides step(mode) -> loss, params and model_flops_per_step(
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -21,9 +20,7 @@ from artifact.runner import (
     BASE_UNITS,
     POWER_UNITS,
     RunContext,
-    measure_phase,
-    measure_power,
-    reduce_ranks,
+    measure_repetition,
     rep_done,
 )
 
@@ -87,45 +84,41 @@ def run_configs(
         for mode in MODES:  # warm-up, discarded
             for _ in range(ctx.warmup):
                 trainer.step(mode)
+        losses: dict[str, list] = {m.value: [] for m in MODES}  # this repetition's, by mode
+
+        def step_of(phase, trainer=trainer, losses=losses):
+            return lambda: losses[phase].append(trainer.step(Mode(phase)))
+
+        def loss_of(phase, losses=losses):
+            # only ranks that compute the loss have one (a pipeline's last stage)
+            return {"loss": [float(x) for x in losses[phase][: ctx.iters] if x is not None]}
+
+        def with_mfu(phase, m, flops=flops, peak=peak):
+            tflops = flops / (m["e2e_ms"] * 1e-3) / ctx.world_size / 1e12
+            return m | {"tflops_per_gpu": tflops, "mfu": tflops / peak}
+
         for rep in todo:
-            results = {}
-            for mode in mode_order(rep):
-                losses: list[float] = []
-
-                def step(mode=mode, losses=losses, trainer=trainer):
-                    losses.append(trainer.step(mode))
-
-                per_rank = measure_phase(
-                    ctx, step, trace_name=f"{config_id}-{mode.value}", keep_trace=rep == 0
-                )
-                # only ranks that compute the loss have one (a pipeline's last stage)
-                per_rank["loss"] = [float(x) for x in losses[: ctx.iters] if x is not None]
-                per_rank |= measure_power(ctx, functools.partial(trainer.step, mode))
-                m, per_rank_means = reduce_ranks(per_rank)
-                if ctx.is_writer:
-                    tflops = flops / (m["e2e_ms"] * 1e-3) / ctx.world_size / 1e12
-                    m |= {"tflops_per_gpu": tflops, "mfu": tflops / peak}
-                results[mode.value] = (m, per_rank_means)
+            for kept in losses.values():
+                kept.clear()
+            results = measure_repetition(
+                ctx,
+                config_id=config_id,
+                config=config,
+                rep=rep,
+                phases=tuple(m.value for m in mode_order(rep)),
+                step_of=step_of,
+                units=UNITS,
+                per_rank_extra=loss_of,
+                finish=with_mfu,
+            )
             if not ctx.is_writer:
                 continue
-            for mode, (m, per_rank_means) in results.items():
-                ctx.store.write_record(
-                    figure=ctx.figure,
-                    config_id=config_id,
-                    config=config,
-                    mode=mode,
-                    rep=rep,
-                    metrics=m,
-                    units=UNITS,
-                    provenance=ctx.provenance,
-                    extra={"per_rank": per_rank_means},
-                )
             log.info(
                 "%s rep %d: overlap %.1f ms, sequential %.1f ms, MFU %.3f",
                 config_id,
                 rep,
-                results["overlap"][0]["e2e_ms"],
-                results["sequential"][0]["e2e_ms"],
-                results["overlap"][0]["mfu"],
+                results["overlap"]["e2e_ms"],
+                results["sequential"]["e2e_ms"],
+                results["overlap"]["mfu"],
             )
         del trainer
