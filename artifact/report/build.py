@@ -13,30 +13,15 @@ import pandas as pd
 
 from artifact.compare import write_verdicts
 from artifact.config import FIGURES
+from artifact.env import FINGERPRINT_KEYS
 from artifact.experiments import records_figure
 from artifact.report import plots
 from artifact.report.document import Doc, to_html, to_latex, to_markdown
 from artifact.store import RunStore, atomic_write_text
 
 TITLE = "Artifact appendix: Characterizing Compute-Communication Overlap (arXiv 2507.03114)"
-PROVENANCE_KEYS = (
-    "gpu_model",
-    "gpu_count",
-    "driver",
-    "cuda",
-    "rocm",
-    "torch",
-    "nccl",
-    "deepspeed",
-    "megatron_core",
-    "python",
-    "git_commit",
-    "image",
-    "preset",
-    "world_size",
-    "power_backend",
-    "comm_env",
-)
+# what makes an environment (the mixing check's keys), and how the run used it
+PROVENANCE_KEYS = (*FINGERPRINT_KEYS, "python", "preset", "world_size", "nnodes", "power_backend")
 
 
 def _f(x) -> str:
@@ -49,6 +34,17 @@ def _f(x) -> str:
 def _rows(summary: pd.DataFrame, metric: str, mode: str | None = None) -> pd.DataFrame:
     sel = summary[summary["metric"] == metric]
     return sel if mode is None else sel[sel["mode"] == mode]
+
+
+def _not_run(fig: str, status: dict, summary: pd.DataFrame) -> str | None:
+    """Why `fig` has nothing to show ('failed: ...', 'not run: ...'), or None if it ran."""
+    src = records_figure(fig)
+    st = status.get(src)
+    if st and st["status"] != "ran":
+        return f"{st['status']}: {st['reason']}"
+    if summary[summary["figure"] == src].empty:
+        return "not run: no records in this folder"
+    return None
 
 
 def _first_line(summary: pd.DataFrame, provenance: dict) -> str:
@@ -133,9 +129,9 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     for fig in FIGURES:
         doc.h(2, fig)
         src = records_figure(fig)
-        st = status.get(src)
-        if st and st["status"] != "ran":
-            doc.p(f"{'Failed' if st['status'] == 'failed' else 'Not run'}: {st['reason']}.")
+        why = _not_run(fig, status, summary)
+        if why:
+            doc.p(why[0].upper() + why[1:] + ".")
             continue
         if fig == "fig7":
             png = plots.power_trace_figure(
@@ -159,7 +155,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
         else:
             png = None
         if png is None:
-            doc.p("Not run: no records for this figure in this folder.")
+            doc.p("No plot: nothing to draw for this figure in this folder.")
             continue
         made += [png, png.with_suffix(".pdf")]
         doc.image(
@@ -217,14 +213,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     doc.table(["key", "value"], [[k, str(provenance.get(k, "-"))] for k in PROVENANCE_KEYS])
 
     doc.h(1, "What was not run, and why")
-    missing = []
-    for fig in FIGURES:
-        src = records_figure(fig)
-        st = status.get(src)
-        if st and st["status"] != "ran":
-            missing.append(f"{fig}: {st['status']}: {st['reason']}")
-        elif summary[summary["figure"] == src].empty and fig != "fig7":
-            missing.append(f"{fig}: no records in this folder")
+    missing = [f"{fig}: {why}" for fig in FIGURES if (why := _not_run(fig, status, summary))]
     if provenance.get("gpu_count", 0) in (0, None):
         missing.append("every GPU measurement: no GPU on this machine")
     if provenance.get("device_kind") != "rocm":
