@@ -204,10 +204,6 @@ def judge_number(item, rows: pd.DataFrame, configs: dict) -> dict:
     return _verdict(item, verdict, reason, exp, tols, mean, lo, hi)
 
 
-def _group(rows: pd.DataFrame, where: dict) -> pd.DataFrame:
-    return select(rows, where, None)
-
-
 def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) -> dict:
     kind = item["kind"]
     if kind == "every_row_positive":
@@ -229,7 +225,7 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
             rows["ci_high"].max(),
         )
     if kind == "group_greater":
-        a, b = _group(rows, item["greater"]), _group(rows, item["lesser"])
+        a, b = select(rows, item["greater"], None), select(rows, item["lesser"], None)
         if a.empty or b.empty:
             return _verdict(
                 item, "not run", f"needs rows for both {item['greater']} and {item['lesser']}"
