@@ -1,4 +1,4 @@
-"""nox sessions: one per figure (fig4 ... fig11), all, report, tests, lint, bench.
+"""nox sessions: one per figure (fig4 ... fig11), contention, v2, all, report, tests, lint, bench.
 
 Every session runs the artifact in one shared environment:
 - `.venv/` in the repository, built on first use and rebuilt when pyproject.toml,
@@ -25,6 +25,8 @@ VENV = ROOT / ".venv"
 STAMP = VENV / ".artifact-installed"
 CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
 FIGURES = [f"fig{n}" for n in range(4, 12)]
+# beyond the paper: the contention map and validation V2 (delay injection)
+EXPERIMENTS = [*FIGURES, "contention", "v2"]
 
 # Order matters: torch first (an unpinned torch pulls a multi-GB CUDA build), then
 # DeepSpeed, a source distribution whose setup imports torch, without build isolation.
@@ -80,7 +82,7 @@ def _figure_session(figure: str):
     return run_figure
 
 
-for _fig in FIGURES:
+for _fig in EXPERIMENTS:
     nox.session(name=_fig)(_figure_session(_fig))
 
 
@@ -113,7 +115,7 @@ def all_figures(session: nox.Session) -> None:
         check=True,
     ).stdout.split()
     failed = []
-    for fig in FIGURES:
+    for fig in EXPERIMENTS:
         if fig not in implemented:
             session.log(f"{fig}: not implemented yet (skipped)")
             continue
@@ -126,7 +128,7 @@ def all_figures(session: nox.Session) -> None:
     session.run(py, "-m", "artifact", "report", out)
     session.log(f"results: {out}; report: {out}/report/appendix.html")
     session.log(
-        f"not implemented yet: {', '.join(f for f in FIGURES if f not in implemented) or 'none'}"
+        f"not implemented yet: {', '.join(f for f in EXPERIMENTS if f not in implemented) or 'none'}"
     )
     if failed:
         session.error(f"failed: {', '.join(failed)}")

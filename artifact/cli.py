@@ -72,7 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for p in parallelisms or []:
         if p not in PARALLELISMS:
             raise bad_choice("parallelism", p, PARALLELISMS)
-    get_experiment(figure)  # "figN: not implemented yet" before anything is written
+    experiment = get_experiment(figure)  # "figN: not implemented yet" before anything is written
     figure = records_figure(figure)  # fig5 is drawn from fig4's records
     if device == "cpu":
         nproc = args.nproc or preset.cpu_processes
@@ -100,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         preset=preset.name,
         device=device,
         out=out,
-        reps=args.reps or preset.reps,
+        reps=args.reps or getattr(experiment, "default_reps", lambda p: p.reps)(preset),
         nproc=nproc,
         options={k: v for k, v in options.items() if v is not None},
         nnodes=args.nnodes or 1,
@@ -227,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run one figure's experiment")
-    run.add_argument("figure", help="fig4 ... fig11")
+    run.add_argument("figure", help="fig4 ... fig11, contention or v2")
     run.add_argument("--preset", help="tiny (CPU), quick or paper (GPU); default by device")
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or rocm (default auto)")
     run.add_argument("--out", help="output folder (default results/<timestamp>-<preset>)")

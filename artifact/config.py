@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from artifact.errors import bad_choice
 
 FIGURES: tuple[str, ...] = tuple(f"fig{n}" for n in range(4, 12))
+# Experiments beyond the paper's figures: the contention map (issue 10) and validation V2.
+EXTRA_EXPERIMENTS: tuple[str, ...] = ("contention", "v2")
+EXPERIMENTS: tuple[str, ...] = (*FIGURES, *EXTRA_EXPERIMENTS)
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "rocm")
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
 PARALLELISMS: tuple[str, ...] = ("fsdp", "pipeline")
@@ -68,6 +71,45 @@ class MicrobenchConfig:
 
 
 @dataclass(frozen=True)
+class ComputeKind:
+    """One row of the contention map: `units` GEMMs of `size`^3, or adds of `size` elements."""
+
+    compute: str  # "gemm" or "add"
+    precision: str
+    size: int
+    units: int  # per iteration; chosen so every kind takes about the same time
+
+    @property
+    def name(self) -> str:
+        return f"{self.compute}-{self.precision}"
+
+
+@dataclass(frozen=True)
+class ContentionConfig:
+    """The contention map's sweep: communication size x compute kind (x CTA limit)."""
+
+    comm_bytes: tuple[int, ...]
+    computes: tuple[ComputeKind, ...]
+    cta_limits: tuple[int, ...]  # NCCL CTA limits tried with several GPUs (0: NCCL's default)
+    reps: int
+    power_at_bytes: int  # power is held under the sampler only at this size (time)
+    max_repeats: int = 256  # small collectives are launch-bound beyond this
+    iters: int = 3  # measured iterations a repetition (the grid is large)
+    power_window_s: float = 1.0  # at power_at_bytes: ten NVML refreshes of 100 ms
+
+
+@dataclass(frozen=True)
+class V2Config:
+    """Validation V2: delays injected after each collective, as fractions of the compute time."""
+
+    delay_fractions: tuple[float, ...]
+    reps: int
+
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
 class Preset:
     name: str
     device: str  # the device the preset is meant for: "cpu" or "gpu"
@@ -83,6 +125,25 @@ class Preset:
     microbench: MicrobenchConfig = field(
         default_factory=lambda: MicrobenchConfig(8192, "bf16", 1 << 30, 8)
     )
+    # Sizes measured on one H200 (benchmarks/contention_probe.py): an 8192^3 GEMM takes
+    # 1.43 ms in bf16, 1.49 fp16, 2.73 tf32, 21.7 fp32; an add of 2^28 bf16 0.38 ms. The
+    # units give each kind about 11 ms (fp32: one GEMM, 22 ms).
+    contention: ContentionConfig = field(
+        default_factory=lambda: ContentionConfig(
+            comm_bytes=tuple(m * MIB for m in (1, 16, 256, 1024, 4096)),
+            computes=(
+                ComputeKind("gemm", "bf16", 8192, 8),
+                ComputeKind("gemm", "fp16", 8192, 8),
+                ComputeKind("gemm", "tf32", 8192, 4),
+                ComputeKind("gemm", "fp32", 8192, 1),
+                ComputeKind("add", "bf16", 1 << 28, 28),
+            ),
+            cta_limits=(0, 2, 8),
+            reps=3,
+            power_at_bytes=1024 * MIB,
+        )
+    )
+    v2: V2Config = field(default_factory=lambda: V2Config((0.0, 0.25, 0.5, 1.0), reps=5))
 
 
 PRESETS: dict[str, Preset] = {
@@ -100,6 +161,18 @@ PRESETS: dict[str, Preset] = {
             cpu_processes=2,
             precision="fp32",  # CPUs have no fast FP16
             microbench=MicrobenchConfig(256, "fp32", 4 << 20, 4),
+            contention=ContentionConfig(
+                comm_bytes=(256 << 10, 4 * MIB),
+                computes=(
+                    ComputeKind("gemm", "fp32", 256, 4),
+                    ComputeKind("add", "fp32", 1 << 20, 8),
+                ),
+                cta_limits=(0,),
+                reps=2,
+                power_at_bytes=4 * MIB,
+                iters=2,
+            ),
+            v2=V2Config((0.0, 1.0, 3.0), reps=3),
         ),
         Preset(
             "quick",
@@ -144,8 +217,9 @@ def get_preset(name: str) -> Preset:
 
 
 def check_figure(name: str) -> str:
-    if name not in FIGURES:
-        raise bad_choice("figure", name, FIGURES)
+    """A paper figure or one of the extra experiments (EXPERIMENTS)."""
+    if name not in EXPERIMENTS:
+        raise bad_choice("experiment", name, EXPERIMENTS)
     return name
 
 

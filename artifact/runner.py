@@ -37,6 +37,7 @@ BASE_UNITS = {
     "communication_ms": "ms",
     "memory_ms": "ms",
     "overlap_fraction": "ratio",
+    "delay_ms": "ms",
 }
 
 
@@ -67,7 +68,7 @@ class RunContext:
         synchronize(self.device)
 
 
-def _broadcast(obj: Any) -> Any:
+def broadcast(obj: Any) -> Any:
     if not (dist.is_initialized() and dist.get_world_size() > 1):
         return obj
     box = [obj]
@@ -88,7 +89,18 @@ def rep_done(ctx: RunContext, config_id: str, phases: tuple[str, ...], rep: int)
     done = (
         all(ctx.store.has(ctx.figure, config_id, p, rep) for p in phases) if ctx.is_writer else None
     )
-    return bool(_broadcast(done))
+    return bool(broadcast(done))
+
+
+def _profiler_options(device: torch.device) -> dict[str, Any]:
+    """On a CPU, ops of every thread: V2's delayed communication chain runs in a thread of
+    its own (artifact.workloads.microbench), and the profiler sees only the calling
+    thread's ops otherwise. GPU kernels are recorded whatever thread launched them."""
+    if device.type == "cuda":
+        return {}
+    from torch._C._profiler import _ExperimentalConfig
+
+    return {"experimental_config": _ExperimentalConfig(profile_all_threads=True)}
 
 
 def profiler_activities(device: torch.device) -> list[ProfilerActivity]:
@@ -113,7 +125,9 @@ def measure_phase(
         e2e.append(timed(step, ctx.device))
     ctx.barrier()
     with tempfile.TemporaryDirectory() as tmp:
-        with profile(activities=profiler_activities(ctx.device)) as prof:
+        with profile(
+            activities=profiler_activities(ctx.device), **_profiler_options(ctx.device)
+        ) as prof:
             for i in range(ctx.iters):
                 with kernels.iteration_marker(i):
                     step()
@@ -125,13 +139,16 @@ def measure_phase(
         prof.export_chrome_trace(str(path))
         table = kernels.kernel_table(kernels.load_trace(path))
     per_iter = kernels.per_iteration(table, ctx.iters, comm)
-    return {
+    out = {
         "e2e_ms": [t * 1e3 for t in e2e],
         "compute_ms": (per_iter["compute_us"] / 1e3).tolist(),
         "communication_ms": (per_iter["communication_us"] / 1e3).tolist(),
         "memory_ms": (per_iter["memory_us"] / 1e3).tolist(),
         "overlap_fraction": per_iter["overlap_fraction"].tolist(),
     }
+    if per_iter["delay_us"].any():  # only V2 injects a delay; other records stay as they were
+        out["delay_ms"] = (per_iter["delay_us"] / 1e3).tolist()
+    return out
 
 
 POWER_UNITS = {
@@ -147,13 +164,16 @@ POWER_UNITS = {
 }
 
 
-def measure_power(ctx: RunContext, step: Callable[[], None]) -> dict[str, list[float]]:
-    """Repeat `step` for the preset's power window under the sampler; this rank's numbers.
+def measure_power(
+    ctx: RunContext, step: Callable[[], None], seconds: float | None = None
+) -> dict[str, list[float]]:
+    """Repeat `step` for `seconds` (default: the preset's power window) under the sampler;
+    this rank's numbers.
 
-    Empty where there is no telemetry (backend 'none') or the preset sets no window:
-    power then stays out of the records rather than being recorded as zeros.
+    Empty where there is no telemetry (backend 'none') or the window is 0: power then
+    stays out of the records rather than being recorded as zeros.
     """
-    seconds = ctx.preset.power_window_s
+    seconds = ctx.preset.power_window_s if seconds is None else seconds
     if ctx.power_backend.name == "none" or seconds <= 0:
         return {}
     ctx.barrier()
@@ -220,12 +240,14 @@ def measure_repetition(
     per_rank_extra: Callable[[str], dict[str, list[float]]] | None = None,
     finish: Callable[[str, dict[str, float]], dict[str, float]] | None = None,
     extra: dict[str, Any] | None = None,
+    power_window_s: float | None = None,
 ) -> dict[str, dict[str, float]]:
     """One repetition: every phase timed, profiled and (with telemetry) held under the
     power sampler, in the given order; rank 0 then writes one record a phase.
 
     `per_rank_extra(phase)` adds this rank's own lists (a loss) before ranks are reduced;
     `finish(phase, metrics)` adds what follows from the reduced metrics (MFU, bandwidth).
+    `power_window_s` overrides the preset's power window (0: no power for this repetition).
     Returns the metrics by phase (empty dicts on ranks other than 0).
     """
     results = {}
@@ -236,7 +258,7 @@ def measure_repetition(
         )
         if per_rank_extra is not None:
             per_rank |= per_rank_extra(phase)
-        per_rank |= measure_power(ctx, step)
+        per_rank |= measure_power(ctx, step, power_window_s)
         m, per_rank_means = reduce_ranks(per_rank)
         if ctx.is_writer and finish is not None:
             m = finish(phase, m)

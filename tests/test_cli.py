@@ -12,7 +12,7 @@ from tests.conftest import tree
     [
         (
             ["run", "fig99"],
-            "unknown figure 'fig99'; accepted: fig4, fig5, fig6, fig7, fig8, fig9, fig10, fig11",
+            "unknown experiment 'fig99'; accepted: fig4, fig5, fig6, fig7, fig8, fig9, fig10, fig11, contention, v2",
         ),
         (
             ["run", "fig8", "--preset", "huge"],
@@ -45,7 +45,7 @@ from tests.conftest import tree
         ),
         (
             ["run", "fig99", "--models", "gpt3-1.3b"],
-            "unknown figure 'fig99'; accepted: fig4, fig5, fig6, fig7, fig8, fig9, fig10, fig11",
+            "unknown experiment 'fig99'; accepted: fig4, fig5, fig6, fig7, fig8, fig9, fig10, fig11, contention, v2",
         ),
     ],
 )

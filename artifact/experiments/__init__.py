@@ -3,6 +3,8 @@
 An experiment module provides
     run(ctx)    rank-level: measure and write records (or a status saying why not)
     DERIVED     derived quantities for summary.csv
+and may provide
+    default_reps(preset)   repetitions when the CLI is given none (default: the preset's)
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from artifact.errors import ArtifactError
 
 IMPLEMENTED = {
     fig: f"artifact.experiments.{fig}"
-    for fig in ("fig4", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11")
+    for fig in ("fig4", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11", "contention", "v2")
 }
 # Figures drawn from another figure's records: the same runs, measured once.
 SAME_RECORDS_AS = {"fig5": "fig4"}

@@ -20,6 +20,7 @@ from typing import Any
 from artifact import metrics as eq
 from artifact.aggregate import MODE_DERIVED, Derived, ratio
 from artifact.config import Preset
+from artifact.precision import dtype_of
 from artifact.runner import (
     BASE_UNITS,
     POWER_UNITS,
@@ -43,6 +44,7 @@ UNITS = {
     **POWER_UNITS,
     "comm_role_ms": "ms",
     "matmul_tflops": "TFLOP/s",
+    "compute_GBps": "GB/s",
     "comm_algbw_GBps": "GB/s",
     "comm_busbw_GBps": "GB/s",
 }
@@ -98,10 +100,16 @@ def _phase_metrics(
     nan = float("nan")
     m["comm_role_ms"] = comm_ms if phase != "nocomm" else nan
     has_compute = phase != "comm_alone" and m["compute_ms"] > 0
+    compute_s = m["compute_ms"] * 1e-3 if has_compute else nan
     m["matmul_tflops"] = (
-        (spec.matmul_flops * spec.matmuls_per_iter / (m["compute_ms"] * 1e-3) / 1e12)
-        if has_compute
+        spec.unit_flops * spec.matmuls_per_iter / compute_s / 1e12
+        if spec.compute == "gemm"
         else nan
+    )
+    # bytes the compute must move at least, over its kernel time: the memory-bound add's
+    # achieved bandwidth, and how little a GEMM asks of memory
+    m["compute_GBps"] = (
+        spec.unit_bytes(dtype_of(spec.precision).itemsize) * spec.matmuls_per_iter / compute_s / 1e9
     )
     has_comm = phase != "nocomm" and comm_ms > 0
     algbw = spec.comm_bytes * repeats / (comm_ms * 1e-3) / 1e9 if has_comm else nan
@@ -116,17 +124,27 @@ def run(ctx: RunContext) -> None:
 
 
 def run_configs(
-    ctx: RunContext, todo_configs: list[tuple[str, dict[str, Any], MicrobenchSpec]]
+    ctx: RunContext,
+    todo_configs: list[tuple[str, dict[str, Any], MicrobenchSpec]],
+    *,
+    repeats: int | None = None,
+    max_repeats: int = 4096,
+    power_window_of: Any = None,
 ) -> None:
-    """Measure every phase of every configuration, skipping repetitions already on disk."""
+    """Measure every phase of every configuration, skipping repetitions already on disk.
+
+    `repeats` fixes the collective's count (default: calibrated to span the compute, at
+    most `max_repeats`); `power_window_of(config)` gives a configuration's power window in
+    seconds (default: the preset's).
+    """
     for config_id, config, spec in todo_configs:
         todo = [rep for rep in range(ctx.reps) if not rep_done(ctx, config_id, PHASES, rep)]
         if not todo:
             log.info("%s: all %d repetitions on disk, skipped", config_id, ctx.reps)
             continue
         bench = Microbench(spec, ctx.device, seed=ctx.rank)
-        repeats = bench.calibrate(ctx.warmup)
-        config = {**config, "comm_repeats": repeats}
+        count = bench.calibrate(ctx.warmup, repeats=repeats, max_repeats=max_repeats)
+        config = {**config, "comm_repeats": count}
         comm_role = ("memory",) if spec.comm == "copy" else ("communication",)
         power_info = {
             "backend": ctx.power_backend.name,
@@ -135,7 +153,7 @@ def run_configs(
             "peak_from": "NVML_FI_DEV_POWER_INSTANT (polled power where absent)",
             "energy_from": "cumulative energy counter difference",
         }
-        log.info("%s: collective repeated %d times to span the matmuls", config_id, repeats)
+        log.info("%s: collective repeated %d times to span the compute", config_id, count)
         for rep in todo:
             results = measure_repetition(
                 ctx,
@@ -146,10 +164,11 @@ def run_configs(
                 step_of=lambda phase, bench=bench: functools.partial(bench.run_phase, phase),
                 units=UNITS,
                 comm=comm_role,
-                finish=lambda phase, m, spec=spec, repeats=repeats: _phase_metrics(
-                    m, phase, spec, repeats, ctx.world_size
+                finish=lambda phase, m, spec=spec, count=count: _phase_metrics(
+                    m, phase, spec, count, ctx.world_size
                 ),
                 extra={"power": power_info},
+                power_window_s=power_window_of(config) if power_window_of else None,
             )
             if not ctx.is_writer:
                 continue
@@ -160,3 +179,4 @@ def run_configs(
                 results["overlap"]["e2e_ms"],
                 results["sequential"]["e2e_ms"],
             )
+        bench.close()

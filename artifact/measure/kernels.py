@@ -6,7 +6,7 @@ if it is a memcpy/memset; else *compute* (DESIGN.md section 3).
 
 CPU traces have no kernels, so the same code path is exercised on the host ops: compute
 is the leaf GEMM ops (aten::mm/addmm/bmm/baddbmm: their callers aten::matmul/linear
-wrap them and would be counted twice), communication the `gloo:*` ranges that gloo's
+wrap them and would be counted twice) and aten::add, communication the `gloo:*` ranges that gloo's
 worker threads record.
 
 Iterations are the `artifact.iter#N` ranges that `iteration_marker` records on the host.
@@ -26,16 +26,26 @@ import numpy as np
 import pandas as pd
 import torch
 
-CATEGORIES = ("compute", "communication", "memory")
+CATEGORIES = ("compute", "communication", "memory", "delay")
 ITER_PREFIX = "artifact.iter#"
+DELAY_MARK = "artifact.delay"  # the host range around a CPU delay (artifact.workloads.microbench)
 
 # ncclDevKernel_* / ncclKernel_* (RCCL's too), and NCCL's one-rank reduction kernel, which
 # a one-GPU all-reduce with op AVG runs (a mangled name from NCCL's onerank.cu).
 COMM_KERNEL = re.compile(r"^(nccl|rccl)|oneRankReduce", re.IGNORECASE)
 MEMORY_KERNEL = re.compile(r"^(memcpy|memset)", re.IGNORECASE)
+DELAY_KERNEL = re.compile(r"spin_kernel")  # torch.cuda._sleep's kernel (at::cuda::...::spin_kernel)
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}  # ROCm traces use the same names
-CPU_COMPUTE_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm"}
+# aten::add: the contention map's memory-bound compute (an elementwise add)
+CPU_COMPUTE_OPS = {
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::baddbmm",
+    "aten::_scaled_mm",
+    "aten::add",
+}
 CPU_COMM = re.compile(r"^gloo:")
 
 COLUMNS = ["name", "stream", "start", "dur", "category", "iteration"]
@@ -58,6 +68,8 @@ def classify_gpu(name: str, trace_cat: str) -> str:
         return "memory"
     if COMM_KERNEL.search(name):
         return "communication"
+    if DELAY_KERNEL.search(name):
+        return "delay"
     return "compute"
 
 
@@ -119,6 +131,8 @@ def kernel_table(trace: dict[str, Any]) -> pd.DataFrame:
                 cat = "compute"
             elif e.get("cat") == "user_annotation" and CPU_COMM.match(name):
                 cat = "communication"
+            elif e.get("cat") == "user_annotation" and name == DELAY_MARK:
+                cat = "delay"
             else:
                 continue
             rows.append((name, e.get("tid"), float(e["ts"]), float(e["dur"]), cat, e["ts"]))

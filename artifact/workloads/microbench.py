@@ -14,21 +14,34 @@ The collective (`comm`):
     copy         a device-to-device copy of the same size on a side stream. The copy
                  engine moves the bytes: a proxy that contends for bandwidth, not SMs.
 Results from either proxy are labelled so.
+
+The compute (`compute`): square GEMMs (compute-bound) or an elementwise add over large
+vectors (memory-bound), so the contention experiment can sweep arithmetic intensity.
+
+V2's delay injection (`delay_us` > 0): after every collective the communication chain
+waits a known time before the next one may start, without touching the compute chain:
+a spin kernel (torch.cuda._sleep, one thread block) on a side stream on a GPU, a
+sleep in the thread that issues the collectives on a CPU. The trace marks the delay
+("delay" category), so the injected time is measured, not assumed.
 """
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from artifact.measure.kernels import DELAY_MARK
 from artifact.measure.timing import synchronize, timed
 from artifact.modes import Mode, issue
 from artifact.precision import dtype_of, matmul_precision
 
 PHASES = ("nocomm", "comm_alone", "sequential", "overlap")
 COMMS = ("allreduce", "onerank-avg", "copy")
+COMPUTES = ("gemm", "add")
 
 
 def phase_order(rep: int) -> tuple[str, ...]:
@@ -48,6 +61,10 @@ class MicrobenchSpec:
     comm_bytes: int
     matmuls_per_iter: int
     comm: str  # one of COMMS
+    compute: str = "gemm"  # one of COMPUTES
+    add_numel: int = 1 << 28  # elements of each add operand (compute "add")
+    delay_us: float = 0.0  # V2: injected after every collective on the communication chain
+    max_ctas: int = 0  # NCCL CTA limit of the collectives' communicator (0: NCCL's default)
 
     @property
     def moves_no_data(self) -> bool:
@@ -57,6 +74,20 @@ class MicrobenchSpec:
     def matmul_flops(self) -> int:
         return 2 * self.matmul_size**3
 
+    @property
+    def unit_flops(self) -> int:
+        """Floating-point operations of one compute unit (one GEMM, or one add)."""
+        return self.matmul_flops if self.compute == "gemm" else self.add_numel
+
+    def unit_bytes(self, element_size: int) -> int:
+        """Fewest bytes one compute unit moves through memory (each operand once)."""
+        n = self.matmul_size**2 if self.compute == "gemm" else self.add_numel
+        return 3 * n * element_size
+
+    def intensity(self, element_size: int) -> float:
+        """Arithmetic intensity (FLOP per byte) of one compute unit."""
+        return self.unit_flops / self.unit_bytes(element_size)
+
 
 class Microbench:
     """Buffers and the four phases; `comm_repeats` is set by `calibrate`."""
@@ -64,32 +95,62 @@ class Microbench:
     def __init__(self, spec: MicrobenchSpec, device: torch.device, seed: int = 0):
         if spec.comm not in COMMS:
             raise ValueError(f"unknown collective {spec.comm!r}; accepted: {', '.join(COMMS)}")
+        if spec.compute not in COMPUTES:
+            raise ValueError(f"unknown compute {spec.compute!r}; accepted: {', '.join(COMPUTES)}")
         if spec.comm == "copy" and device.type != "cuda":
             raise ValueError("the copy proxy needs a GPU (it stands in for a one-GPU all-reduce)")
         self.spec, self.device = spec, device
         gen = torch.Generator(device=device).manual_seed(seed)
-        n, dt = spec.matmul_size, dtype_of(spec.precision)
-        self.a = torch.randn(n, n, device=device, dtype=dt, generator=gen)
-        self.b = torch.randn(n, n, device=device, dtype=dt, generator=gen)
-        self.c = torch.empty(n, n, device=device, dtype=dt)
+        dt = dtype_of(spec.precision)
+        shape = (spec.matmul_size,) * 2 if spec.compute == "gemm" else (spec.add_numel,)
+        self.a = torch.randn(shape, device=device, dtype=dt, generator=gen)
+        self.b = torch.randn(shape, device=device, dtype=dt, generator=gen)
+        self.c = torch.empty(shape, device=device, dtype=dt)
         numel = spec.comm_bytes // 4
         self.comm_buf = torch.randn(numel, device=device, generator=gen)
         self.copy_dst = torch.empty_like(self.comm_buf) if spec.comm == "copy" else None
-        self.side_stream = torch.cuda.Stream(device) if spec.comm == "copy" else None
+        # The communication chain runs on a side stream where it must be ordered with
+        # something of its own: the copy proxy, or the delay that follows each collective.
+        side = device.type == "cuda" and (spec.comm == "copy" or spec.delay_us > 0)
+        self.side_stream = torch.cuda.Stream(device) if side else None
+        # On a CPU the delayed chain is a thread: gloo has no streams to order it on.
+        self._chain = ThreadPoolExecutor(1) if device.type != "cuda" and spec.delay_us > 0 else None
+        self._spin_cycles = _spin_cycles_per_us(device) * spec.delay_us if side else 0
+        self.group = _cta_limited_group(spec.max_ctas) if spec.max_ctas else None
         self.comm_repeats = 1
 
-    def _launch_comm(self):
+    def _collective(self, async_op: bool):
         if self.spec.comm == "copy":
-            with torch.cuda.stream(self.side_stream):
-                self.copy_dst.copy_(self.comm_buf)
+            self.copy_dst.copy_(self.comm_buf)
             return None
         op = dist.ReduceOp.AVG if self.spec.comm == "onerank-avg" else dist.ReduceOp.SUM
-        return dist.all_reduce(self.comm_buf, op=op, async_op=True)
+        return dist.all_reduce(self.comm_buf, op=op, group=self.group, async_op=async_op)
+
+    def _launch_comm(self):
+        if self._chain is not None:  # CPU with a delay: collective then sleep, in order
+            return _FutureWork(self._chain.submit(self._collective_then_sleep))
+        if self.side_stream is None:
+            return self._collective(async_op=True)
+        with torch.cuda.stream(self.side_stream):
+            work = self._collective(async_op=True)
+            if work is not None:
+                work.wait()  # the side stream (not the compute stream) waits for it
+            if self._spin_cycles:
+                torch.cuda._sleep(int(self._spin_cycles))
+        return None
+
+    def _collective_then_sleep(self) -> None:
+        self._collective(async_op=False)
+        with torch.profiler.record_function(DELAY_MARK):
+            time.sleep(self.spec.delay_us * 1e-6)
 
     def _matmuls(self) -> None:
         with matmul_precision(self.spec.precision):
             for _ in range(self.spec.matmuls_per_iter):
-                torch.mm(self.a, self.b, out=self.c)
+                if self.spec.compute == "gemm":
+                    torch.mm(self.a, self.b, out=self.c)
+                else:
+                    torch.add(self.a, self.b, out=self.c)
 
     def _join_side_stream(self) -> None:
         if self.side_stream is not None:
@@ -106,23 +167,68 @@ class Microbench:
             h.wait()
         self._join_side_stream()
 
-    def calibrate(self, warmup: int) -> int:
-        """Warm up, then repeat the collective so that it spans the matmuls alone.
+    def calibrate(self, warmup: int, repeats: int | None = None, max_repeats: int = 4096) -> int:
+        """Warm up, then repeat the collective so that it spans the compute alone.
 
+        `repeats` fixes the count instead (V2 keeps the delay-free count at every delay).
+        `max_repeats` bounds it: small collectives are launch-bound, and thousands of them
+        would measure the host's launch rate; the overlap fraction shows what is left.
         Every rank takes the largest count any rank found, so all ranks issue the same
-        collectives.
+        collectives. Sets `t_compute_s`, the compute alone (fastest of three).
         """
         for phase in PHASES:
             for _ in range(max(1, warmup)):
                 self.run_phase(phase)
         synchronize(self.device)
         self.comm_repeats = 1
+        self.t_compute_s = min(
+            timed(lambda: self.run_phase("nocomm"), self.device) for _ in range(3)
+        )
+        if repeats is not None:
+            self.comm_repeats = repeats
+            return repeats
         if self.spec.moves_no_data:
             return 1  # repeating a collective that does nothing only adds launches
-        t_compute = min(timed(lambda: self.run_phase("nocomm"), self.device) for _ in range(3))
         t_comm = min(timed(lambda: self.run_phase("comm_alone"), self.device) for _ in range(3))
-        repeats = torch.tensor([max(1, round(t_compute / max(t_comm, 1e-9)))], device=self.device)
+        found = min(max_repeats, max(1, round(self.t_compute_s / max(t_comm, 1e-9))))
+        count = torch.tensor([found], device=self.device)
         if dist.get_world_size() > 1:
-            dist.all_reduce(repeats, op=dist.ReduceOp.MAX)
-        self.comm_repeats = int(repeats.item())
+            dist.all_reduce(count, op=dist.ReduceOp.MAX)
+        self.comm_repeats = int(count.item())
         return self.comm_repeats
+
+    def close(self) -> None:
+        """Stop the CPU chain's thread (the process group's communicators stay)."""
+        if self._chain is not None:
+            self._chain.shutdown()
+
+
+class _FutureWork:
+    """A work handle over a future of the CPU communication chain."""
+
+    def __init__(self, future: Future):
+        self.future = future
+
+    def wait(self) -> bool:
+        self.future.result()
+        return True
+
+
+def _spin_cycles_per_us(device: torch.device) -> float:
+    """Clock cycles of torch.cuda._sleep per microsecond, timed on this GPU now.
+
+    The spin counts SM clock cycles, and the clock moves with power and temperature, so
+    the delay actually injected is read back from the trace, not taken from this.
+    """
+    cycles = 1_000_000
+    torch.cuda._sleep(cycles)  # warm-up
+    seconds = min(timed(lambda: torch.cuda._sleep(cycles), device) for _ in range(3))
+    return cycles / (seconds * 1e6)
+
+
+def _cta_limited_group(ctas: int):
+    """A communicator over every rank whose NCCL kernels use exactly `ctas` CTAs."""
+    opts = dist.ProcessGroupNCCL.Options()
+    opts.config.min_ctas = ctas
+    opts.config.max_ctas = ctas
+    return dist.new_group(list(range(dist.get_world_size())), backend="nccl", pg_options=opts)

@@ -1,0 +1,69 @@
+"""Validation V2 (DESIGN.md section 3): inject a known delay into communication.
+
+Eq. 4's ideal E2E is derived, never measured, so the paper cannot show it means what it
+says. Here Fig. 8's microbenchmark runs at several delays d: after every collective the
+communication chain waits d before the next may start (artifact.workloads.microbench),
+while the compute chain is untouched. The collective's count is the delay-free one at
+every d, and the delay actually injected is read from the trace (`delay_ms`). Each d is
+one configuration with all four phases, so it carries the usual derived quantities, and
+the report checks the predictions across delays (artifact.validation):
+- sequential E2E rises by exactly the injected delay (slope 1: nothing hides it);
+- overlapped E2E follows the overlap model max(compute chain, communication chain): once
+  communication plus delay outlasts the compute, it rises one for one with the delay;
+- Eq. 4's ideal moves by dE2E_overlap - dComputeOverlap (its definition), and is set
+  against the no-contention bound max(compute alone, communication alone + delay).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from artifact.experiments import fig8
+from artifact.runner import RunContext, broadcast
+from artifact.workloads.microbench import Microbench, MicrobenchSpec
+
+log = logging.getLogger(__name__)
+
+DERIVED = fig8.DERIVED
+V2_NOTE = "V2: a known delay after every collective on the communication chain"
+
+
+def base_config(ctx: RunContext) -> tuple[str, dict, MicrobenchSpec]:
+    """Fig. 8's configuration whose collective really occupies the device here."""
+    gpu = ctx.provenance.get("gpu_model")
+    found = fig8.configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options)
+    by_comm = {spec.comm: (cid, cfg, spec) for cid, cfg, spec in found}
+    # one GPU: the all-reduce runs no kernel; NCCL's one-rank kernel does (a labelled proxy)
+    return by_comm.get("onerank-avg") or by_comm["allreduce"]
+
+
+def default_reps(preset) -> int:
+    return preset.v2.reps
+
+
+def run(ctx: RunContext) -> None:
+    config_id, config, spec = base_config(ctx)
+    probe = Microbench(spec, ctx.device, seed=ctx.rank)
+    repeats = probe.calibrate(ctx.warmup)
+    # every rank injects the same delay: rank 0's compute time decides
+    t_compute_s = broadcast(probe.t_compute_s)
+    probe.close()
+    del probe
+    configs = []
+    for fraction in ctx.preset.v2.delay_fractions:
+        delay_us = fraction * t_compute_s * 1e6 / repeats
+        delayed = MicrobenchSpec(**{**spec.__dict__, "delay_us": delay_us})
+        configs.append(
+            (
+                f"{config_id}_delay{fraction:g}",
+                {
+                    **config,
+                    "delay_fraction": fraction,
+                    "delay_us_per_collective": delay_us,
+                    "note": "; ".join(n for n in (config["note"], V2_NOTE) if n),
+                },
+                delayed,
+            )
+        )
+        log.info("V2: delay %.3g x compute = %.1f us after each collective", fraction, delay_us)
+    fig8.run_configs(ctx, configs, repeats=repeats, power_window_of=lambda config: 0.0)
