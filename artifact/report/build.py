@@ -6,13 +6,15 @@ records' provenance, traces/fig7/*.csv); computes no measurement of its own.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pandas as pd
 
+from artifact import validation
 from artifact.compare import write_verdicts
-from artifact.config import FIGURES
+from artifact.config import EXTRA_EXPERIMENTS, FIGURES
 from artifact.env import FINGERPRINT_KEYS
 from artifact.experiments import records_figure
 from artifact.report import plots
@@ -67,6 +69,8 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     status = store.status()
     records = store.records()
     provenance = records[0]["provenance"] if records else {}
+    configs_path = out / "configs.json"
+    configs = json.loads(configs_path.read_text()) if configs_path.is_file() else {}
     fig_dir = out / "report" / "figures"
     made: list[Path] = []
     doc = Doc()
@@ -166,6 +170,13 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
         if notes:
             doc.items(notes)
 
+    doc.h(1, "Beyond the paper: contention map")
+    why = _not_run("contention", status, summary)
+    if why:
+        doc.p(why[0].upper() + why[1:] + ".")
+    else:
+        made += _contention_section(doc, summary, configs, fig_dir)
+
     doc.h(1, "Validations the paper lacks")
     v1 = _rows(summary, "v1_baseline_gap", "derived")
     doc.h(2, "V1: the sequential baseline vs compute with no communication")
@@ -186,7 +197,11 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
         or [["-", "-", "-", "not run"]],
     )
     doc.h(2, "V2: delay injection")
-    doc.p("Not run: delay injection is not implemented yet.")
+    why = _not_run("v2", status, summary)
+    if why:
+        doc.p(why[0].upper() + why[1:] + ".")
+    else:
+        _v2_section(doc, summary, configs, records)
     doc.h(2, "V3: overlap fraction beside every slowdown")
     sd = summary[
         (summary["mode"] == "derived") & summary["metric"].isin(["slowdown", "matmul_slowdown"])
@@ -213,7 +228,15 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     doc.table(["key", "value"], [[k, str(provenance.get(k, "-"))] for k in PROVENANCE_KEYS])
 
     doc.h(1, "What was not run, and why")
-    missing = [f"{fig}: {why}" for fig in FIGURES if (why := _not_run(fig, status, summary))]
+    missing = [
+        f"{fig}: {why}"
+        for fig in (*FIGURES, *EXTRA_EXPERIMENTS)
+        if (why := _not_run(fig, status, summary))
+    ]
+    if provenance.get("world_size") == 1 and provenance.get("gpu_count"):
+        missing.append(
+            "contention map, NCCL CTA-limit ablation: needs 2+ GPUs (one rank's NCCL kernel ignores CTA limits)"
+        )
     if provenance.get("gpu_count", 0) in (0, None):
         missing.append("every GPU measurement: no GPU on this machine")
     if provenance.get("device_kind") != "rocm":
@@ -230,6 +253,104 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
         "CPU rows are functional checks; one-GPU rows of fig8 use labelled proxies for the all-reduce; CPU pipeline rows run Megatron-core through a CUDA-to-CPU shim; fig9 changes power limits only with --allow-power-cap and always restores them."
     )
     return doc, made
+
+
+def _ci(row: pd.Series) -> str:
+    return "-" if pd.isna(row["ci_low"]) else f"[{_f(row['ci_low'])}, {_f(row['ci_high'])}]"
+
+
+def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir: Path) -> list:
+    doc.p(
+        "Communication size against compute kind (GEMMs by precision: compute-bound; an elementwise add: memory-bound), with the collectives spread over the compute. With one GPU the mechanisms are NCCL's one-rank kernel (SM-driven) and a copy-engine copy (bandwidth only); with several GPUs, the real all-reduce with NCCL's default CTA count and with its communicator limited to a few CTAs. Cells: mean slowdown in %; the paper's one Fig. 8 point is boxed."
+    )
+    png = plots.contention_figure(summary, configs, fig_dir, plots.PAPER_FIG8_POINT)
+    if png is None:
+        doc.p("No plot: no contention rows in this folder.")
+        return []
+    doc.image(
+        f"figures/{png.name}", "contention map: compute (top) and communication (bottom) slowdown"
+    )
+    rows = summary[summary["figure"] == "contention"]
+    sd = _rows(rows, "matmul_slowdown", "derived").set_index("config_id")
+    cs = _rows(rows, "comm_slowdown", "derived").set_index("config_id")
+    ov = _rows(rows, "overlap_fraction", "overlap").set_index("config_id")
+    bw = _rows(rows, "compute_GBps", "overlap").set_index("config_id")
+    doc.table(
+        [
+            "mechanism",
+            "compute",
+            "MiB",
+            "compute slowdown",
+            "95% CI",
+            "comm. slowdown",
+            "95% CI",
+            "overlap fraction",
+            "compute GB/s (overlap)",
+        ],
+        [
+            [
+                configs[cid]["parallelism"],
+                configs[cid]["model"],
+                f"{configs[cid]['comm_bytes'] / (1 << 20):g}",
+                _f(r["mean"]),
+                _ci(r),
+                _f(cs.loc[cid, "mean"]) if cid in cs.index else "-",
+                _ci(cs.loc[cid]) if cid in cs.index else "-",
+                _f(ov.loc[cid, "mean"]) if cid in ov.index else "-",
+                _f(bw.loc[cid, "mean"]) if cid in bw.index else "-",
+            ]
+            for cid, r in sorted(
+                ((c, r) for c, r in sd.iterrows() if c in configs),
+                key=lambda item: (
+                    configs[item[0]]["parallelism"],
+                    configs[item[0]]["model"],
+                    configs[item[0]]["comm_bytes"],
+                ),
+            )
+        ],
+    )
+    return [png, png.with_suffix(".pdf")]
+
+
+def _v2_section(doc: Doc, summary: pd.DataFrame, configs: dict, records: list) -> None:
+    doc.p(
+        "A known delay follows every collective on the communication chain (a spin kernel on a side stream on GPUs, a sleep in the communication thread on CPUs); the collective count is the delay-free one, and the delay actually injected is read from the trace. Predictions: sequential E2E rises one for one with the delay; once communication plus delay outlasts the compute, overlapped E2E follows the communication chain; Eq. 4's ideal (derived) should not fall below the no-contention bound max(compute alone, communication alone)."
+    )
+    table = validation.v2_table(summary, configs)
+    doc.table(
+        [
+            "delay (x compute)",
+            "injected (ms)",
+            "E2E seq.",
+            "E2E overlap",
+            "compute alone",
+            "comm. + delay alone",
+            "Eq. 4 ideal",
+            "max-ideal",
+            "overlap fraction",
+        ],
+        [
+            [
+                f"{r.delay_fraction:g}",
+                _f(r.injected_delay_ms),
+                _f(r.e2e_sequential_ms),
+                _f(r.e2e_overlap_ms),
+                _f(r.e2e_compute_alone_ms),
+                _f(r.e2e_comm_alone_ms),
+                _f(r.e2e_ideal_eq4_ms),
+                _f(r.e2e_ideal_max_ms),
+                _f(r.overlap_fraction),
+            ]
+            for r in table.itertuples()
+        ],
+    )
+    doc.table(
+        ["check", "result", "detail"],
+        [
+            [c.name, {True: "pass", False: "FAIL", None: "inconclusive"}[c.passed], c.reason]
+            for c in validation.v2_checks(table, records)
+        ],
+    )
 
 
 def write_report(out: Path) -> Path:

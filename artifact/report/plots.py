@@ -49,6 +49,9 @@ SERIES = {
     "fig10": ("fig10", [("derived", "slowdown", "compute slowdown")], "slowdown (ratio)"),
     "fig11": ("fig11", [("derived", "slowdown", "compute slowdown")], "slowdown (ratio)"),
 }
+# The paper's one Fig. 8 point (a 1 GiB all-reduce beside a matmul; FP16, the paper's
+# main precision), boxed on the contention map.
+PAPER_FIG8_POINT = {"comm_bytes": 1 << 30, "compute": "gemm-fp16"}
 STATE_COLORS = {
     "overlap": "tab:red",
     "compute_only": "tab:blue",
@@ -121,3 +124,82 @@ def power_trace_figure(traces: list[Path], out_dir: Path) -> Path | None:
         ax.legend(fontsize=6, ncol=4)
     axes[-1, 0].set_xlabel("time (normalised)")
     return _save(fig, out_dir, "fig7")
+
+
+def contention_grid(
+    summary: pd.DataFrame, configs: dict[str, dict], metric: str, column: str = "mean"
+) -> dict[str, pd.DataFrame]:
+    """mechanism -> compute kind (rows, by arithmetic intensity) x communication MiB (columns)."""
+    rows = summary[
+        (summary["figure"] == "contention")
+        & (summary["mode"] == "derived")
+        & (summary["metric"] == metric)
+    ].copy()
+    if rows.empty:
+        return {}
+    rows["mib"] = [configs[c]["comm_bytes"] / (1 << 20) for c in rows["config_id"]]
+    rows["intensity"] = [configs[c]["intensity_flop_per_byte"] for c in rows["config_id"]]
+    order = rows.groupby("model")["intensity"].first().sort_values().index
+    return {
+        mech: part.pivot_table(index="model", columns="mib", values=column).reindex(order)
+        for mech, part in rows.groupby("parallelism")
+    }
+
+
+def contention_figure(
+    summary: pd.DataFrame, configs: dict[str, dict], out_dir: Path, paper_point: dict
+) -> Path | None:
+    """Heat maps of compute and communication slowdown over communication size x compute
+    kind, one column a mechanism; the paper's one Fig. 8 point is boxed in blue."""
+    panels = [
+        ("matmul_slowdown", "compute slowdown (Eq. 1)"),
+        ("comm_slowdown", "communication slowdown"),
+    ]
+    grids = {metric: contention_grid(summary, configs, metric) for metric, _ in panels}
+    mechs = sorted(grids["matmul_slowdown"])
+    if not mechs:
+        return None
+    fig, axes = plt.subplots(
+        len(panels), len(mechs), figsize=(4.8 * len(mechs), 3.4 * len(panels)), squeeze=False
+    )
+    for r, (metric, title) in enumerate(panels):
+        for c, mech in enumerate(mechs):
+            ax = axes[r, c]
+            grid = grids[metric].get(mech)
+            if grid is None:
+                ax.set_axis_off()
+                continue
+            values = 100 * grid.to_numpy(float)
+            image = ax.imshow(values, cmap="magma_r", vmin=0, vmax=max(50, np.nanmax(values)))
+            for (i, j), v in np.ndenumerate(values):
+                ax.text(
+                    j,
+                    i,
+                    "-" if np.isnan(v) else f"{v:.0f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if v > 30 else "black",
+                )
+            ax.set_xticks(range(grid.shape[1]), [f"{m:g}" for m in grid.columns], fontsize=7)
+            ax.set_yticks(range(grid.shape[0]), list(grid.index), fontsize=7)
+            ax.set_xlabel("communication size (MiB)", fontsize=7)
+            ax.set_title(f"{mech}: {title} (%)", fontsize=8)
+            mib = paper_point["comm_bytes"] / (1 << 20)
+            if paper_point["compute"] in grid.index and mib in grid.columns:
+                i, j = list(grid.index).index(paper_point["compute"]), list(grid.columns).index(mib)
+                ax.add_patch(
+                    plt.Rectangle(
+                        (j - 0.5, i - 0.5),
+                        1,
+                        1,
+                        fill=False,
+                        lw=2,
+                        edgecolor="deepskyblue",
+                    )
+                )
+            fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.suptitle(
+        "Contention map (rows: compute kinds by arithmetic intensity, low to high)", fontsize=9
+    )
+    return _save(fig, out_dir, "contention")

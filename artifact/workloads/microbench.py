@@ -65,6 +65,7 @@ class MicrobenchSpec:
     add_numel: int = 1 << 28  # elements of each add operand (compute "add")
     delay_us: float = 0.0  # V2: injected after every collective on the communication chain
     max_ctas: int = 0  # NCCL CTA limit of the collectives' communicator (0: NCCL's default)
+    interleave: bool = False  # spread the collectives over the compute units (contention map)
 
     @property
     def moves_no_data(self) -> bool:
@@ -144,25 +145,41 @@ class Microbench:
         with torch.profiler.record_function(DELAY_MARK):
             time.sleep(self.spec.delay_us * 1e-6)
 
-    def _matmuls(self) -> None:
+    def _compute_unit(self) -> None:
         with matmul_precision(self.spec.precision):
-            for _ in range(self.spec.matmuls_per_iter):
-                if self.spec.compute == "gemm":
-                    torch.mm(self.a, self.b, out=self.c)
-                else:
-                    torch.add(self.a, self.b, out=self.c)
+            if self.spec.compute == "gemm":
+                torch.mm(self.a, self.b, out=self.c)
+            else:
+                torch.add(self.a, self.b, out=self.c)
+
+    def _comm_batches(self, phase: str) -> list[int]:
+        """Collectives to issue before each compute unit, then after the last one.
+
+        Fig. 8 issues them all first. Interleaved (the contention map), they are spread
+        over the units, so that small collectives, which finish within the host's launch
+        time, run beside compute instead of all before it.
+        """
+        r, units = self.comm_repeats, self.spec.matmuls_per_iter
+        if phase == "comm_alone":
+            return [r]  # no compute at all
+        if not self.spec.interleave:
+            return [r] + [0] * units
+        return [r * (i + 1) // units - r * i // units for i in range(units)] + [0]
 
     def _join_side_stream(self) -> None:
         if self.side_stream is not None:
             torch.cuda.current_stream(self.device).wait_stream(self.side_stream)
 
     def run_phase(self, phase: str) -> None:
-        # comm_alone issues the collectives as overlap does, with no matmuls beside them;
+        # comm_alone issues the collectives as overlap does, with no compute beside them;
         # nocomm issues none (artifact.modes makes them no-ops).
         mode = {"comm_alone": Mode.OVERLAP, "nocomm": Mode.NOCOMM}.get(phase) or Mode(phase)
-        handles = [issue(mode, self._launch_comm, self.device) for _ in range(self.comm_repeats)]
-        if phase != "comm_alone":
-            self._matmuls()
+        batches = self._comm_batches(phase)
+        handles = []
+        for i, count in enumerate(batches):
+            handles += [issue(mode, self._launch_comm, self.device) for _ in range(count)]
+            if i < len(batches) - 1:
+                self._compute_unit()
         for h in handles:
             h.wait()
         self._join_side_stream()
