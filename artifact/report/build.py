@@ -275,6 +275,7 @@ def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir:
     cs = _rows(rows, "comm_slowdown", "derived").set_index("config_id")
     ov = _rows(rows, "overlap_fraction", "overlap").set_index("config_id")
     bw = _rows(rows, "compute_GBps", "overlap").set_index("config_id")
+    comm_bw = _rows(rows, "comm_algbw_GBps", "overlap").set_index("config_id")
     doc.table(
         [
             "mechanism",
@@ -286,6 +287,7 @@ def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir:
             "95% CI",
             "overlap fraction",
             "compute GB/s (overlap)",
+            "comm. GB/s (overlap)",
         ],
         [
             [
@@ -298,6 +300,7 @@ def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir:
                 _ci(cs.loc[cid]) if cid in cs.index else "-",
                 _f(ov.loc[cid, "mean"]) if cid in ov.index else "-",
                 _f(bw.loc[cid, "mean"]) if cid in bw.index else "-",
+                _f(comm_bw.loc[cid, "mean"]) if cid in comm_bw.index else "-",
             ]
             for cid, r in sorted(
                 ((c, r) for c, r in sd.iterrows() if c in configs),
