@@ -38,7 +38,12 @@ def main() -> None:
     dist.init_process_group("nccl", device_id=torch.device("cuda", 0))
     dev = torch.device("cuda", 0)
     n = 8192
-    for prec, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16), ("tf32", torch.float32), ("fp32", torch.float32)):
+    for prec, dt in (
+        ("bf16", torch.bfloat16),
+        ("fp16", torch.float16),
+        ("tf32", torch.float32),
+        ("fp32", torch.float32),
+    ):
         torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
         a, b = torch.randn(n, n, device=dev, dtype=dt), torch.randn(n, n, device=dev, dtype=dt)
         ms = median_ms(lambda a=a, b=b: torch.mm(a, b))
