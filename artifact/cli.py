@@ -84,7 +84,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ArtifactError(
                 f"--gpus {nproc} but this machine has {torch.cuda.device_count()} GPU(s)"
             )
-    out = ensure_writable(Path(args.out) if args.out else default_out_dir(preset.name))
     options = {
         "matmul_size": args.matmul_size,
         "precision": args.precision,
@@ -94,6 +93,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         "parallelisms": parallelisms,
         "power_interval_s": args.power_interval_ms / 1e3 if args.power_interval_ms else None,
     }
+    options = {k: v for k, v in options.items() if v is not None}
+    if hasattr(experiment, "check_options"):
+        experiment.check_options(preset, options)
+    out = ensure_writable(Path(args.out) if args.out else default_out_dir(preset.name))
     console.print(f"[bold]{figure}[/]: preset {preset.name}, {device} x{nproc}, out {out}")
     rc = launch.launch(
         figure=figure,
@@ -102,7 +105,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         out=out,
         reps=args.reps or getattr(experiment, "default_reps", lambda p: p.reps)(preset),
         nproc=nproc,
-        options={k: v for k, v in options.items() if v is not None},
+        options=options,
         nnodes=args.nnodes or 1,
         rdzv_endpoint=args.rdzv_endpoint,
     )
@@ -240,8 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--power-interval-ms", type=int, help="power sampling interval (default 20 ms)"
     )
     run.add_argument("--matmul-size", type=int, help="fig8: M=N=K of the matmul")
-    run.add_argument("--precision", help=f"fig8: one of {', '.join(PRECISIONS)}")
-    run.add_argument("--comm-mib", type=int, help="fig8: all-reduce size in MiB (paper: 1024)")
+    run.add_argument("--precision", help=f"fig8, v2, contention: one of {', '.join(PRECISIONS)}")
+    run.add_argument(
+        "--comm-mib", type=int, help="fig8, v2, contention: all-reduce size in MiB (paper: 1024)"
+    )
     run.add_argument("--nnodes", type=int, help="nodes (torchrun rendezvous)")
     run.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous, with --nnodes")
     run.add_argument(

@@ -44,6 +44,18 @@ from tests.conftest import tree
             "--power-interval-ms must be at least 1, got 0",
         ),
         (
+            ["run", "contention", "--precision", "tf32"],
+            "no contention point with precision 'tf32' in preset 'tiny'; accepted: fp32",
+        ),
+        (
+            ["run", "contention", "--comm-mib", "3"],
+            "no contention point of 3 MiB in preset 'tiny'; accepted --comm-mib: 4",
+        ),
+        (
+            ["run", "contention", "--matmul-size", "64"],
+            "--matmul-size does not apply to contention (each compute kind has its size); narrow the sweep with --precision or --comm-mib",
+        ),
+        (
             ["run", "fig99", "--models", "gpt3-1.3b"],
             "unknown experiment 'fig99'; accepted: fig4, fig5, fig6, fig7, fig8, fig9, fig10, fig11, contention, v2",
         ),

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from artifact.config import Preset
+from artifact.errors import ArtifactError
 from artifact.experiments import fig8
 from artifact.precision import dtype_of
 from artifact.runner import RunContext
@@ -50,15 +52,46 @@ def mechanisms(world_size: int, device_type: str, cta_limits: tuple[int, ...]) -
     ]
 
 
+def sweep_of(preset: Preset, options: dict[str, Any]) -> tuple[list, list[int]]:
+    """The preset's compute kinds and sizes, narrowed by --precision and --comm-mib."""
+    sweep = preset.contention
+    kinds = [k for k in sweep.computes if options.get("precision") in (None, k.precision)]
+    sizes = [b for b in sweep.comm_bytes if options.get("comm_bytes") in (None, b)]
+    if not kinds:
+        precisions = ", ".join(dict.fromkeys(k.precision for k in sweep.computes))
+        raise ArtifactError(
+            f"no contention point with precision {options['precision']!r} in preset "
+            f"{preset.name!r}; accepted: {precisions}"
+        )
+    if not sizes:
+        mibs = ", ".join(str(b >> 20) for b in sweep.comm_bytes if b >= 1 << 20)
+        raise ArtifactError(
+            f"no contention point of {options['comm_bytes'] >> 20} MiB in preset "
+            f"{preset.name!r}; accepted --comm-mib: {mibs or 'none (sizes below 1 MiB)'}"
+        )
+    return kinds, sizes
+
+
+def check_options(preset: Preset, options: dict[str, Any]) -> None:
+    """Refuse, before anything runs, knobs this experiment cannot honour."""
+    if options.get("matmul_size"):
+        raise ArtifactError(
+            "--matmul-size does not apply to contention (each compute kind has its size); "
+            "narrow the sweep with --precision or --comm-mib"
+        )
+    sweep_of(preset, options)
+
+
 def configs(ctx: RunContext) -> list[tuple[str, dict[str, Any], MicrobenchSpec]]:
     sweep = ctx.preset.contention
+    kinds, sizes = sweep_of(ctx.preset, ctx.options)
     gpu = ctx.provenance.get("gpu_model") or "cpu"
     out = []
     for comm, ctas, parallelism, note in mechanisms(
         ctx.world_size, ctx.device.type, sweep.cta_limits
     ):
-        for kind in sweep.computes:
-            for size in sweep.comm_bytes:
+        for kind in kinds:
+            for size in sizes:
                 spec = MicrobenchSpec(
                     matmul_size=kind.size if kind.compute == "gemm" else 0,
                     precision=kind.precision,
