@@ -68,6 +68,9 @@ MODE_DERIVED = [
     ),
     # V1: the sequential baseline's compute equals compute with no communication at all.
     ratio("v1_baseline_gap", ("sequential", "compute_ms"), ("nocomm", "compute_ms")),
+    # Eq. 1 against that other baseline: where V1 fails (a power-limited GPU runs
+    # back-to-back compute slower than compute between communication gaps), the two differ.
+    ratio("slowdown_vs_nocomm", ("overlap", "compute_ms"), ("nocomm", "compute_ms")),
 ]
 
 

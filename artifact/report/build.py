@@ -23,6 +23,8 @@ from artifact.store import RunStore, atomic_write_text
 
 TITLE = "Artifact appendix: Characterizing Compute-Communication Overlap (arXiv 2507.03114)"
 # what makes an environment (the mixing check's keys), and how the run used it
+# V1 passes where the CI of the relative gap meets +-1 % (see the V1 section's text)
+V1_MARGIN = 0.01
 PROVENANCE_KEYS = (*FINGERPRINT_KEYS, "python", "preset", "world_size", "nnodes", "power_backend")
 
 
@@ -181,20 +183,41 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     v1 = _rows(summary, "v1_baseline_gap", "derived")
     doc.h(2, "V1: the sequential baseline vs compute with no communication")
     doc.p(
-        "Passes where the 95% CI of (ComputeSequential - ComputeNocomm) / ComputeNocomm contains 0."
+        f"Passes where the 95% CI of (ComputeSequential - ComputeNocomm) / ComputeNocomm meets +-{V1_MARGIN:.0%}: differences below that are smaller than what the paper's 25-run averages resolve, and with tight CIs a strict 'contains 0' would fail gaps of 0.1%. A failure is a finding, not a fault: on a power-limited GPU, compute that runs back to back (nocomm) can run at lower clocks than the same compute between communication gaps (sequential), so the isolated baseline depends on power state; the time and throughput columns show it."
     )
+    by_mode = summary.set_index(["config_id", "mode", "metric"])["mean"]
+
+    def _m(config_id: str, mode: str, *metrics: str) -> str:
+        for metric in metrics:
+            if (config_id, mode, metric) in by_mode.index:
+                return _f(by_mode[(config_id, mode, metric)])
+        return "-"
+
     doc.table(
-        ["configuration", "gap", "95% CI", "V1"],
+        [
+            "configuration",
+            "gap",
+            "95% CI",
+            "V1",
+            "compute ms nocomm",
+            "sequential",
+            "TFLOP/s nocomm",
+            "sequential",
+        ],
         [
             [
                 r.config_id,
                 _f(r.mean),
                 f"[{_f(r.ci_low)}, {_f(r.ci_high)}]",
-                "pass" if r.ci_low <= 0 <= r.ci_high else "FAIL",
+                "pass" if r.ci_low <= V1_MARGIN and r.ci_high >= -V1_MARGIN else "FAIL",
+                _m(r.config_id, "nocomm", "compute_ms"),
+                _m(r.config_id, "sequential", "compute_ms"),
+                _m(r.config_id, "nocomm", "matmul_tflops", "tflops_per_gpu"),
+                _m(r.config_id, "sequential", "matmul_tflops", "tflops_per_gpu"),
             ]
             for r in v1.itertuples()
         ]
-        or [["-", "-", "-", "not run"]],
+        or [["-", "-", "-", "not run", "-", "-", "-", "-"]],
     )
     doc.h(2, "V2: delay injection")
     why = _not_run("v2", status, summary)
@@ -261,7 +284,7 @@ def _ci(row: pd.Series) -> str:
 
 def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir: Path) -> list:
     doc.p(
-        "Communication size against compute kind (GEMMs by precision: compute-bound; an elementwise add: memory-bound), with the collectives spread over the compute. With one GPU the mechanisms are NCCL's one-rank kernel (SM-driven) and a copy-engine copy (bandwidth only); with several GPUs, the real all-reduce with NCCL's default CTA count and with its communicator limited to a few CTAs. Cells: mean slowdown in %; the paper's one Fig. 8 point is boxed."
+        "Communication size against compute kind (GEMMs by precision: compute-bound; an elementwise add: memory-bound), with the collectives spread over the compute. With one GPU the mechanisms are NCCL's one-rank kernel (SM-driven) and a copy-engine copy (bandwidth only); with several GPUs, the real all-reduce with NCCL's default CTA count and with its communicator limited to a few CTAs. Cells: mean slowdown in %; the paper's one Fig. 8 point is boxed. Compute slowdown is Eq. 1 (against the sequential baseline); 'vs nocomm' is the same against compute with no communication at all (they differ where V1 fails)."
     )
     png = plots.contention_figure(summary, configs, fig_dir, plots.PAPER_FIG8_POINT)
     if png is None:
@@ -272,6 +295,7 @@ def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir:
     )
     rows = summary[summary["figure"] == "contention"]
     sd = _rows(rows, "matmul_slowdown", "derived").set_index("config_id")
+    sd_nocomm = _rows(rows, "slowdown_vs_nocomm", "derived").set_index("config_id")
     cs = _rows(rows, "comm_slowdown", "derived").set_index("config_id")
     ov = _rows(rows, "overlap_fraction", "overlap").set_index("config_id")
     bw = _rows(rows, "compute_GBps", "overlap").set_index("config_id")
@@ -283,6 +307,7 @@ def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir:
             "MiB",
             "compute slowdown",
             "95% CI",
+            "vs nocomm",
             "comm. slowdown",
             "95% CI",
             "overlap fraction",
@@ -296,6 +321,7 @@ def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir:
                 f"{configs[cid]['comm_bytes'] / (1 << 20):g}",
                 _f(r["mean"]),
                 _ci(r),
+                _f(sd_nocomm.loc[cid, "mean"]) if cid in sd_nocomm.index else "-",
                 _f(cs.loc[cid, "mean"]) if cid in cs.index else "-",
                 _ci(cs.loc[cid]) if cid in cs.index else "-",
                 _f(ov.loc[cid, "mean"]) if cid in ov.index else "-",
