@@ -161,6 +161,7 @@ POWER_UNITS = {
     "power_resolution_ms": "ms",
     "energy_resolution_ms": "ms",
     "power_window_s": "s",
+    "sm_clock_mean_mhz": "MHz",
 }
 
 
@@ -196,6 +197,7 @@ def measure_power(
         "power_resolution_ms": w.resolution_s * 1e3,
         "energy_resolution_ms": w.energy_resolution_s * 1e3,
         "power_window_s": w.seconds,
+        "sm_clock_mean_mhz": w.sm_clock_mean_mhz,
     }
     return {k: [v] for k, v in values.items()}
 

@@ -72,11 +72,12 @@ def test_window_power_by_hand():
             "power_w": [300.0, 300.0, 400.0, 400.0],
             "power_instant_w": [310.0, 900.0, 420.0, 400.0],
             "energy_j": [1000.0, 1150.0, 1400.0, 1800.0],
-            "sm_clock_mhz": [1980.0] * 4,
+            "sm_clock_mhz": [1980.0, 1755.0, 1755.0, 1530.0],
             "temp_c": [40.0] * 4,
         }
     )
     w = power.window_power(s)
+    assert w.sm_clock_mean_mhz == 1755.0
     assert w.energy_j == 800.0 and w.seconds == 2.0
     assert w.mean_w == 400.0  # 800 J over 2 s, whatever the polled readings say
     assert w.polled_mean_w == 350.0

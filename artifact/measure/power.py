@@ -211,6 +211,7 @@ class WindowPower:
     samples: int
     resolution_s: float  # effective refresh interval of the polled power
     energy_resolution_s: float
+    sm_clock_mean_mhz: float = float("nan")  # mean of the polled SM clock (V1's power state)
 
     @property
     def mean_w(self) -> float:
@@ -238,6 +239,7 @@ def window_power(samples: pd.DataFrame) -> WindowPower:
         samples=len(samples),
         resolution_s=effective_resolution_s(samples, "power_w"),
         energy_resolution_s=effective_resolution_s(samples, "energy_j"),
+        sm_clock_mean_mhz=float(samples["sm_clock_mhz"].mean()),
     )
 
 
