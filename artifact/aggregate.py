@@ -74,6 +74,11 @@ MODE_DERIVED = [
 ]
 
 
+def by_key(summary: pd.DataFrame) -> pd.DataFrame:
+    """summary.csv's rows indexed by (config_id, mode, metric), unique in a summary."""
+    return summary.set_index(["config_id", "mode", "metric"])
+
+
 def configs_of(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """config id -> its configuration (written beside summary.csv, read by compare)."""
     return {r["config_id"]: r["config"] for r in records}

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from artifact.aggregate import by_key
+
 SLOPE_TOLERANCE = 0.10  # a slope "is 1" when its CI meets [0.9, 1.1]
 CHAIN_TOLERANCE = 0.10  # overlapped E2E within 10 % of the longer chain alone
 
@@ -29,42 +31,36 @@ class Check:
     reason: str
 
 
-def _mean(summary: pd.DataFrame, config_id: str, mode: str, metric: str) -> float:
-    sel = summary[
-        (summary["config_id"] == config_id)
-        & (summary["mode"] == mode)
-        & (summary["metric"] == metric)
-    ]
-    return float(sel["mean"].iloc[0]) if len(sel) else math.nan
-
-
 def v2_table(summary: pd.DataFrame, configs: dict[str, dict]) -> pd.DataFrame:
     """One row a delay: injected delay and the E2E times, measured and derived (ms)."""
+    means = by_key(summary)["mean"]
+
+    def _mean(cid: str, mode: str, metric: str) -> float:
+        return float(means.get((cid, mode, metric), math.nan))
+
     rows = []
     ids = sorted(set(summary.loc[summary["figure"] == "v2", "config_id"]))
     for cid in ids:
         fraction = configs.get(cid, {}).get("delay_fraction", math.nan)
-        delay = _mean(summary, cid, "sequential", "delay_ms")
+        delay = _mean(cid, "sequential", "delay_ms")
         rows.append(
             {
                 "config_id": cid,
                 "delay_fraction": fraction,
                 "injected_delay_ms": 0.0 if math.isnan(delay) else delay,
-                "e2e_sequential_ms": _mean(summary, cid, "sequential", "e2e_ms"),
-                "e2e_overlap_ms": _mean(summary, cid, "overlap", "e2e_ms"),
-                "compute_overlap_ms": _mean(summary, cid, "overlap", "compute_ms"),
-                "e2e_compute_alone_ms": _mean(summary, cid, "nocomm", "e2e_ms"),
-                "e2e_comm_alone_ms": _mean(summary, cid, "comm_alone", "e2e_ms"),
-                "e2e_ideal_eq4_ms": _mean(summary, cid, "derived", "e2e_ideal_ms"),
-                "e2e_ideal_max_ms": _mean(summary, cid, "derived", "e2e_ideal_max_ms"),
-                "overlap_fraction": _mean(summary, cid, "overlap", "overlap_fraction"),
+                "e2e_sequential_ms": _mean(cid, "sequential", "e2e_ms"),
+                "e2e_overlap_ms": _mean(cid, "overlap", "e2e_ms"),
+                "compute_overlap_ms": _mean(cid, "overlap", "compute_ms"),
+                "e2e_compute_alone_ms": _mean(cid, "nocomm", "e2e_ms"),
+                "e2e_comm_alone_ms": _mean(cid, "comm_alone", "e2e_ms"),
+                "e2e_ideal_eq4_ms": _mean(cid, "derived", "e2e_ideal_ms"),
+                "e2e_ideal_max_ms": _mean(cid, "derived", "e2e_ideal_max_ms"),
+                "overlap_fraction": _mean(cid, "overlap", "overlap_fraction"),
             }
         )
-    return (
-        pd.DataFrame(rows).sort_values("delay_fraction", ignore_index=True)
-        if rows
-        else (pd.DataFrame())
-    )
+    if not rows:
+        return pd.DataFrame()
+    return pd.DataFrame(rows).sort_values("delay_fraction", ignore_index=True)
 
 
 def _slope_check(name: str, points: list[tuple[float, float]], what: str) -> Check:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from artifact import metrics as eq
@@ -129,7 +130,7 @@ def run_configs(
     *,
     repeats: int | None = None,
     max_repeats: int = 4096,
-    power_window_of: Any = None,
+    power_window_of: Callable[[dict[str, Any]], float] | None = None,
 ) -> None:
     """Measure every phase of every configuration, skipping repetitions already on disk.
 

@@ -6,8 +6,8 @@ if it is a memcpy/memset; else *compute* (DESIGN.md section 3).
 
 CPU traces have no kernels, so the same code path is exercised on the host ops: compute
 is the leaf GEMM ops (aten::mm/addmm/bmm/baddbmm: their callers aten::matmul/linear
-wrap them and would be counted twice) and aten::add, communication the `gloo:*` ranges that gloo's
-worker threads record.
+wrap them and would be counted twice) and aten::add, communication the `gloo:*` ranges
+that gloo's worker threads record.
 
 Iterations are the `artifact.iter#N` ranges that `iteration_marker` records on the host.
 A GPU kernel belongs to the iteration whose range holds the host call that launched it

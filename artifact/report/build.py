@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from artifact import validation
+from artifact.aggregate import by_key
 from artifact.compare import write_verdicts
 from artifact.config import EXTRA_EXPERIMENTS, FIGURES
 from artifact.env import FINGERPRINT_KEYS
@@ -23,9 +24,9 @@ from artifact.store import RunStore, atomic_write_text
 
 TITLE = "Artifact appendix: Characterizing Compute-Communication Overlap (arXiv 2507.03114)"
 # what makes an environment (the mixing check's keys), and how the run used it
+PROVENANCE_KEYS = (*FINGERPRINT_KEYS, "python", "preset", "world_size", "nnodes", "power_backend")
 # V1 passes where the CI of the relative gap meets +-1 % (see the V1 section's text)
 V1_MARGIN = 0.01
-PROVENANCE_KEYS = (*FINGERPRINT_KEYS, "python", "preset", "world_size", "nnodes", "power_backend")
 
 
 def _f(x) -> str:
@@ -49,6 +50,26 @@ def _not_run(fig: str, status: dict, summary: pd.DataFrame) -> str | None:
     if summary[summary["figure"] == src].empty:
         return "not run: no records in this folder"
     return None
+
+
+def _sentence(why: str) -> str:
+    """'not run: no GPU' -> 'Not run: no GPU.'"""
+    return why[0].upper() + why[1:] + "."
+
+
+def _cell(rows: pd.DataFrame, config_id: str, mode: str, *metrics: str) -> str:
+    """The mean of the first of `metrics` that `rows` (aggregate.by_key) has, or '-'."""
+    for metric in metrics:
+        if (config_id, mode, metric) in rows.index:
+            return _f(rows.loc[(config_id, mode, metric), "mean"])
+    return "-"
+
+
+def _ci_cell(rows: pd.DataFrame, config_id: str, mode: str, metric: str) -> str:
+    if (config_id, mode, metric) not in rows.index:
+        return "-"
+    r = rows.loc[(config_id, mode, metric)]
+    return "-" if pd.isna(r["ci_low"]) else f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]"
 
 
 def _first_line(summary: pd.DataFrame, provenance: dict) -> str:
@@ -137,7 +158,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
         src = records_figure(fig)
         why = _not_run(fig, status, summary)
         if why:
-            doc.p(why[0].upper() + why[1:] + ".")
+            doc.p(_sentence(why))
             continue
         if fig == "fig7":
             png = plots.power_trace_figure(
@@ -175,7 +196,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     doc.h(1, "Beyond the paper: contention map")
     why = _not_run("contention", status, summary)
     if why:
-        doc.p(why[0].upper() + why[1:] + ".")
+        doc.p(_sentence(why))
     else:
         made += _contention_section(doc, summary, configs, fig_dir)
 
@@ -185,14 +206,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     doc.p(
         f"Passes where the 95% CI of (ComputeSequential - ComputeNocomm) / ComputeNocomm meets +-{V1_MARGIN:.0%}: differences below that are smaller than what the paper's 25-run averages resolve, and with tight CIs a strict 'contains 0' would fail gaps of 0.1%. A failure is a finding, not a fault: on a power-limited GPU, compute that runs back to back (nocomm) can run at lower clocks than the same compute between communication gaps (sequential), so the isolated baseline depends on power state; the time and throughput columns show it."
     )
-    by_mode = summary.set_index(["config_id", "mode", "metric"])["mean"]
-
-    def _m(config_id: str, mode: str, *metrics: str) -> str:
-        for metric in metrics:
-            if (config_id, mode, metric) in by_mode.index:
-                return _f(by_mode[(config_id, mode, metric)])
-        return "-"
-
+    keyed = by_key(summary)
     doc.table(
         [
             "configuration",
@@ -210,10 +224,10 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
                 _f(r.mean),
                 f"[{_f(r.ci_low)}, {_f(r.ci_high)}]",
                 "pass" if r.ci_low <= V1_MARGIN and r.ci_high >= -V1_MARGIN else "FAIL",
-                _m(r.config_id, "nocomm", "compute_ms"),
-                _m(r.config_id, "sequential", "compute_ms"),
-                _m(r.config_id, "nocomm", "matmul_tflops", "tflops_per_gpu"),
-                _m(r.config_id, "sequential", "matmul_tflops", "tflops_per_gpu"),
+                _cell(keyed, r.config_id, "nocomm", "compute_ms"),
+                _cell(keyed, r.config_id, "sequential", "compute_ms"),
+                _cell(keyed, r.config_id, "nocomm", "matmul_tflops", "tflops_per_gpu"),
+                _cell(keyed, r.config_id, "sequential", "matmul_tflops", "tflops_per_gpu"),
             ]
             for r in v1.itertuples()
         ]
@@ -222,7 +236,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     doc.h(2, "V2: delay injection")
     why = _not_run("v2", status, summary)
     if why:
-        doc.p(why[0].upper() + why[1:] + ".")
+        doc.p(_sentence(why))
     else:
         _v2_section(doc, summary, configs, records)
     doc.h(2, "V3: overlap fraction beside every slowdown")
@@ -278,10 +292,6 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     return doc, made
 
 
-def _ci(row: pd.Series) -> str:
-    return "-" if pd.isna(row["ci_low"]) else f"[{_f(row['ci_low'])}, {_f(row['ci_high'])}]"
-
-
 def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir: Path) -> list:
     doc.p(
         "Communication size against compute kind (GEMMs by precision: compute-bound; an elementwise add: memory-bound), with the collectives spread over the compute. With one GPU the mechanisms are NCCL's one-rank kernel (SM-driven) and a copy-engine copy (bandwidth only); with several GPUs, the real all-reduce with NCCL's default CTA count and with its communicator limited to a few CTAs. Cells: mean slowdown in %; the paper's one Fig. 8 point is boxed. Compute slowdown is Eq. 1 (against the sequential baseline); 'vs nocomm' is the same against compute with no communication at all (they differ where V1 fails)."
@@ -293,13 +303,15 @@ def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir:
     doc.image(
         f"figures/{png.name}", "contention map: compute (top) and communication (bottom) slowdown"
     )
-    rows = summary[summary["figure"] == "contention"]
-    sd = _rows(rows, "matmul_slowdown", "derived").set_index("config_id")
-    sd_nocomm = _rows(rows, "slowdown_vs_nocomm", "derived").set_index("config_id")
-    cs = _rows(rows, "comm_slowdown", "derived").set_index("config_id")
-    ov = _rows(rows, "overlap_fraction", "overlap").set_index("config_id")
-    bw = _rows(rows, "compute_GBps", "overlap").set_index("config_id")
-    comm_bw = _rows(rows, "comm_algbw_GBps", "overlap").set_index("config_id")
+    keyed = by_key(summary[summary["figure"] == "contention"])
+    ids = sorted(
+        (
+            c
+            for c in keyed.index.unique("config_id")
+            if c in configs and (c, "derived", "matmul_slowdown") in keyed.index
+        ),
+        key=lambda c: (configs[c]["parallelism"], configs[c]["model"], configs[c]["comm_bytes"]),
+    )
     doc.table(
         [
             "mechanism",
@@ -319,23 +331,16 @@ def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir:
                 configs[cid]["parallelism"],
                 configs[cid]["model"],
                 f"{configs[cid]['comm_bytes'] / (1 << 20):g}",
-                _f(r["mean"]),
-                _ci(r),
-                _f(sd_nocomm.loc[cid, "mean"]) if cid in sd_nocomm.index else "-",
-                _f(cs.loc[cid, "mean"]) if cid in cs.index else "-",
-                _ci(cs.loc[cid]) if cid in cs.index else "-",
-                _f(ov.loc[cid, "mean"]) if cid in ov.index else "-",
-                _f(bw.loc[cid, "mean"]) if cid in bw.index else "-",
-                _f(comm_bw.loc[cid, "mean"]) if cid in comm_bw.index else "-",
+                _cell(keyed, cid, "derived", "matmul_slowdown"),
+                _ci_cell(keyed, cid, "derived", "matmul_slowdown"),
+                _cell(keyed, cid, "derived", "slowdown_vs_nocomm"),
+                _cell(keyed, cid, "derived", "comm_slowdown"),
+                _ci_cell(keyed, cid, "derived", "comm_slowdown"),
+                _cell(keyed, cid, "overlap", "overlap_fraction"),
+                _cell(keyed, cid, "overlap", "compute_GBps"),
+                _cell(keyed, cid, "overlap", "comm_algbw_GBps"),
             ]
-            for cid, r in sorted(
-                ((c, r) for c, r in sd.iterrows() if c in configs),
-                key=lambda item: (
-                    configs[item[0]]["parallelism"],
-                    configs[item[0]]["model"],
-                    configs[item[0]]["comm_bytes"],
-                ),
-            )
+            for cid in ids
         ],
     )
     return [png, png.with_suffix(".pdf")]

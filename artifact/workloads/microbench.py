@@ -116,7 +116,8 @@ class Microbench:
         self.side_stream = torch.cuda.Stream(device) if side else None
         # On a CPU the delayed chain is a thread: gloo has no streams to order it on.
         self._chain = ThreadPoolExecutor(1) if device.type != "cuda" and spec.delay_us > 0 else None
-        self._spin_cycles = _spin_cycles_per_us(device) * spec.delay_us if side else 0
+        delayed_on_gpu = side and spec.delay_us > 0
+        self._spin_cycles = _spin_cycles_per_us(device) * spec.delay_us if delayed_on_gpu else 0
         self.group = _cta_limited_group(spec.max_ctas) if spec.max_ctas else None
         self.comm_repeats = 1
 
