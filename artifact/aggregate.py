@@ -75,8 +75,9 @@ MODE_DERIVED = [
 
 
 def by_key(summary: pd.DataFrame) -> pd.DataFrame:
-    """summary.csv's rows indexed by (config_id, mode, metric), unique in a summary."""
-    return summary.set_index(["config_id", "mode", "metric"])
+    """summary.csv's rows indexed by (figure, config_id, mode, metric), unique in a summary
+    (a config id alone is not: fig4, fig10 and fig11 share their FSDP FP16 configuration)."""
+    return summary.set_index(["figure", "config_id", "mode", "metric"])
 
 
 def configs_of(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:

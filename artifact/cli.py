@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -98,26 +99,42 @@ def cmd_run(args: argparse.Namespace) -> int:
         experiment.check_options(preset, options)
     out = ensure_writable(Path(args.out) if args.out else default_out_dir(preset.name))
     console.print(f"[bold]{figure}[/]: preset {preset.name}, {device} x{nproc}, out {out}")
-    rc = launch.launch(
-        figure=figure,
-        preset=preset.name,
-        device=device,
-        out=out,
-        reps=args.reps or getattr(experiment, "default_reps", lambda p: p.reps)(preset),
-        nproc=nproc,
-        options=options,
-        nnodes=args.nnodes or 1,
-        rdzv_endpoint=args.rdzv_endpoint,
-    )
-    if rc != 0:
-        err_console.print(
-            f"{figure}: the ranks failed (torchrun exit code {rc}); see the log above"
+    log_path = out / "logs" / f"{figure}.log"
+    store = RunStore(out)
+    try:
+        rc = launch.launch(
+            log_path,
+            figure=figure,
+            preset=preset.name,
+            device=device,
+            out=out,
+            reps=args.reps or getattr(experiment, "default_reps", lambda p: p.reps)(preset),
+            nproc=nproc,
+            options=options,
+            nnodes=args.nnodes or 1,
+            rdzv_endpoint=args.rdzv_endpoint,
         )
+    except (KeyboardInterrupt, Terminated) as e:
+        why = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C (SIGINT)"
+        store.write_status(figure, "failed", f"interrupted by {why} (log: logs/{figure}.log)")
+        err_console.print(f"{figure}: interrupted by {why}; finished repetitions are kept")
+        return 130
+    status = store.status().get(figure, {})
+    if rc != 0 or status.get("status") in (None, "running"):
+        if status.get("status") != "failed":  # the rank that failed did not say why itself
+            error = launch.last_error(log_path) or "no error message; see the log"
+            store.write_status(
+                figure,
+                "failed",
+                f"the ranks exited with code {rc}: {error} (log: logs/{figure}.log)",
+            )
+        err_console.print(f"{figure}: failed: {store.status()[figure]['reason']}")
         return 1
-    status = RunStore(out).status().get(figure)
-    if status and status["status"] != "ran":
+    if status["status"] != "ran":
         console.print(f"{figure}: {status['status']} ({status['reason']})")
-    if not RunStore(out).records():
+    for config_id, st in status.get("configs", {}).items():
+        console.print(f"{figure}: {config_id}: {st['status']}: {st['reason']}")
+    if not store.records():
         return 0
     summary = write_summary(out, allow_mixed=args.allow_mixed)
     print_summary(
@@ -281,9 +298,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Terminated(Exception):
+    """SIGTERM (a job scheduler, `timeout`, `docker stop`), raised where the CLI waits."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.func(args)
     except ArtifactError as e:

@@ -61,7 +61,29 @@ NUMBER_KEYS = (
     "scope",
 )
 CLAIM_KEYS = ("id", "statement", "kind", "rows", "source", "scope")
-CPU_REASON = "CPU functional check: no claim of the paper is evaluated on CPU"
+CPU_REASON = "This is a functional check on a CPU, so no claim of the paper is evaluated."
+# Quantities that mean something only where communication ran beside compute: Eq. 1, the
+# sequential penalty, Eq. 4 and its relatives, the overlap fraction, and the changes in
+# power that overlap causes. At world size 1 a collective moves no data and runs no kernel.
+NEEDS_COMMUNICATION = frozenset(
+    {
+        "slowdown",
+        "matmul_slowdown",
+        "slowdown_vs_nocomm",
+        "comm_slowdown",
+        "sequential_penalty",
+        "e2e_ideal_ms",
+        "e2e_above_ideal",
+        "overlap_fraction",
+        "peak_power_increase",
+        "mean_power_increase",
+        "energy_per_iter_change",
+    }
+)
+NO_COMMUNICATION_REASON = (
+    "No communication ran beside compute in these configurations (world size 1), "
+    "so there is no overlap to judge."
+)
 
 
 # --- expected/ --------------------------------------------------------------------------
@@ -130,6 +152,22 @@ def select(summary: pd.DataFrame, filters: dict[str, Any], metric: str | None) -
     for key, want in filters.items():
         rows = rows[rows[key].isin(_as_list(want))]
     return rows
+
+
+def describe_rows(filters: dict[str, Any]) -> str:
+    """{'precision': 'fp32', 'model': ['a', 'b']} -> 'precision fp32, model a or b'."""
+    return ", ".join(f"{k} {' or '.join(map(str, _as_list(v)))}" for k, v in filters.items())
+
+
+def with_communication(summary: pd.DataFrame) -> set[tuple[str, str]]:
+    """(figure, config id) of the configurations whose overlap mode ran communication
+    kernels: the collective itself, or the stand-in a one-GPU proxy runs (comm_role_ms)."""
+    ov = summary[summary["mode"] == "overlap"]
+    role = ov[ov["metric"] == "comm_role_ms"]
+    comm = ov[ov["metric"] == "communication_ms"]
+    keyed = {(r.figure, r.config_id): r.mean for r in comm.itertuples()}
+    keyed |= {(r.figure, r.config_id): r.mean for r in role.itertuples()}
+    return {k for k, v in keyed.items() if v > 0}
 
 
 def _fmt(x: float) -> str:
@@ -226,14 +264,13 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
         )
     if kind == "group_greater":
         a, b = select(rows, item["greater"], None), select(rows, item["lesser"], None)
+        greater, lesser = describe_rows(item["greater"]), describe_rows(item["lesser"])
         if a.empty or b.empty:
-            return _verdict(
-                item, "not run", f"needs rows for both {item['greater']} and {item['lesser']}"
-            )
+            return _verdict(item, "not run", f"It needs rows for both {greater} and {lesser}.")
         ok = a["ci_low"].mean() > b["ci_high"].mean()
         reason = (
-            f"{item['greater']}: {_fmt(a['mean'].mean())} [{_fmt(a['ci_low'].mean())}, {_fmt(a['ci_high'].mean())}] vs "
-            f"{item['lesser']}: {_fmt(b['mean'].mean())} [{_fmt(b['ci_low'].mean())}, {_fmt(b['ci_high'].mean())}]"
+            f"{greater}: {_fmt(a['mean'].mean())} [{_fmt(a['ci_low'].mean())}, {_fmt(a['ci_high'].mean())}] vs "
+            f"{lesser}: {_fmt(b['mean'].mean())} [{_fmt(b['ci_low'].mean())}, {_fmt(b['ci_high'].mean())}]"
             + (
                 ""
                 if ok
@@ -248,13 +285,15 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
             item,
             "reproduced" if ok else "not reproduced",
             reason,
-            "greater > lesser",
+            f"{greater} above {lesser}",
             "",
             a["mean"].mean() - b["mean"].mean(),
         )
     if kind == "metric_greater":
-        g = select(summary, item["rows"], item["greater_metric"]).set_index("config_id")
-        lsr = select(summary, item["rows"], item["lesser_metric"]).set_index("config_id")
+        g = select(summary, item["rows"], item["greater_metric"]).set_index(["figure", "config_id"])
+        lsr = select(summary, item["rows"], item["lesser_metric"]).set_index(
+            ["figure", "config_id"]
+        )
         common = g.index.intersection(lsr.index)
         if common.empty:
             return _verdict(
@@ -262,7 +301,7 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
                 "not run",
                 f"no rows with both {item['greater_metric']} and {item['lesser_metric']}",
             )
-        fails = [c for c in common if not g.loc[c, "mean"] > lsr.loc[c, "mean"]]
+        fails = [f"{c[1]} ({c[0]})" for c in common if not g.loc[c, "mean"] > lsr.loc[c, "mean"]]
         ok = not fails
         reason = (
             f"{item['greater_metric']} > {item['lesser_metric']} in all {len(common)} configuration(s)"
@@ -273,7 +312,7 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
             item,
             "reproduced" if ok else "not reproduced",
             reason,
-            "greater > lesser",
+            f"{item['greater_metric']} above {item['lesser_metric']}",
             "",
             float((g.loc[common, "mean"] - lsr.loc[common, "mean"]).mean()),
         )
@@ -346,6 +385,12 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
             else item["greater_metric"]
         )
         rows = select(summary, item["rows"], metric)
+        if metric in NEEDS_COMMUNICATION and not rows.empty:
+            ran = with_communication(summary)
+            rows = rows[[k in ran for k in zip(rows["figure"], rows["config_id"], strict=True)]]
+            if rows.empty:
+                rows_out.append(_verdict(item, "not applicable", NO_COMMUNICATION_REASON, *exp))
+                continue
         if rows.empty:
             why = [
                 f"{f}: {status[f]['reason']}"

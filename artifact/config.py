@@ -122,6 +122,8 @@ class Preset:
     cpu_processes: int  # gloo processes when running on CPU
     power_window_s: float = 0.0  # per phase: how long to repeat it under the power sampler
     precision: str = "fp16"  # the main precision of the model figures (the paper's: FP16)
+    seq_len: int | None = None  # shortens the models' sequence length (None: the model's own)
+    fp32_iters: int | None = None  # measured iterations a pass for FP32/TF32 (None: iters_per_rep)
     microbench: MicrobenchConfig = field(
         default_factory=lambda: MicrobenchConfig(8192, "bf16", 1 << 30, 8)
     )

@@ -38,7 +38,11 @@ BASE_UNITS = {
     "memory_ms": "ms",
     "overlap_fraction": "ratio",
     "delay_ms": "ms",
+    "peak_memory_gib": "GiB",
 }
+GIB = 1 << 30
+# per-rank values reduced by their maximum (the rank that needs most), not their mean
+MAX_OVER_RANKS = ("peak_memory_gib",)
 
 
 @dataclass
@@ -76,7 +80,8 @@ def broadcast(obj: Any) -> Any:
     return box[0]
 
 
-def _gather(obj: Any) -> list[Any]:
+def gather(obj: Any) -> list[Any]:
+    """Every rank's `obj`, on every rank."""
     if not (dist.is_initialized() and dist.get_world_size() > 1):
         return [obj]
     out: list[Any] = [None] * dist.get_world_size()
@@ -117,10 +122,16 @@ def measure_phase(
     trace_name: str,
     keep_trace: bool,
     comm: tuple[str, ...] = ("communication",),
+    iters: int | None = None,
 ) -> dict[str, list[float]]:
-    """This rank's per-iteration numbers for one phase (see the module docstring)."""
+    """This rank's per-iteration numbers for one phase (see the module docstring).
+
+    `iters` overrides the preset's measured iterations (slow FP32 configurations)."""
+    iters = iters or ctx.iters
+    if ctx.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(ctx.device)
     e2e = []
-    for _ in range(ctx.iters):
+    for _ in range(iters):
         ctx.barrier()
         e2e.append(timed(step, ctx.device))
     ctx.barrier()
@@ -128,7 +139,7 @@ def measure_phase(
         with profile(
             activities=profiler_activities(ctx.device), **_profiler_options(ctx.device)
         ) as prof:
-            for i in range(ctx.iters):
+            for i in range(iters):
                 with kernels.iteration_marker(i):
                     step()
                 synchronize(ctx.device)
@@ -138,7 +149,7 @@ def measure_phase(
             path = ctx.traces_dir / f"{trace_name}-rank{ctx.rank}.json"
         prof.export_chrome_trace(str(path))
         table = kernels.kernel_table(kernels.load_trace(path))
-    per_iter = kernels.per_iteration(table, ctx.iters, comm)
+    per_iter = kernels.per_iteration(table, iters, comm)
     out = {
         "e2e_ms": [t * 1e3 for t in e2e],
         "compute_ms": (per_iter["compute_us"] / 1e3).tolist(),
@@ -146,6 +157,8 @@ def measure_phase(
         "memory_ms": (per_iter["memory_us"] / 1e3).tolist(),
         "overlap_fraction": per_iter["overlap_fraction"].tolist(),
     }
+    if ctx.device.type == "cuda":
+        out["peak_memory_gib"] = [torch.cuda.max_memory_allocated(ctx.device) / GIB]
     if per_iter["delay_us"].any():  # only V2 injects a delay; other records stay as they were
         out["delay_ms"] = (per_iter["delay_us"] / 1e3).tolist()
     return out
@@ -215,12 +228,14 @@ def reduce_ranks(per_rank: dict[str, list[float]]) -> tuple[dict[str, float], li
     E2E is the mean over iterations of the slowest rank; kernel times and the overlap
     fraction are means over iterations and ranks. Other ranks get ({}, None).
     """
-    gathered = _gather(per_rank)
+    gathered = gather(per_rank)
     if dist.is_initialized() and dist.get_rank() != 0:
         return {}, None
     metrics: dict[str, float] = {}
     for key in per_rank:
-        if key == "e2e_ms":
+        if key in MAX_OVER_RANKS:
+            metrics[key] = float(np.nanmax(np.concatenate([g[key] for g in gathered])))
+        elif key == "e2e_ms":
             n = min(len(g[key]) for g in gathered)
             metrics[key] = float(np.max([g[key][:n] for g in gathered], axis=0).mean())
         else:
@@ -243,20 +258,27 @@ def measure_repetition(
     finish: Callable[[str, dict[str, float]], dict[str, float]] | None = None,
     extra: dict[str, Any] | None = None,
     power_window_s: float | None = None,
+    iters: int | None = None,
 ) -> dict[str, dict[str, float]]:
     """One repetition: every phase timed, profiled and (with telemetry) held under the
     power sampler, in the given order; rank 0 then writes one record a phase.
 
     `per_rank_extra(phase)` adds this rank's own lists (a loss) before ranks are reduced;
     `finish(phase, metrics)` adds what follows from the reduced metrics (MFU, bandwidth).
-    `power_window_s` overrides the preset's power window (0: no power for this repetition).
+    `power_window_s` overrides the preset's power window (0: no power for this repetition),
+    `iters` its measured iterations.
     Returns the metrics by phase (empty dicts on ranks other than 0).
     """
     results = {}
     for phase in phases:
         step = step_of(phase)
         per_rank = measure_phase(
-            ctx, step, trace_name=f"{config_id}-{phase}", keep_trace=rep == 0, comm=comm
+            ctx,
+            step,
+            trace_name=f"{config_id}-{phase}",
+            keep_trace=rep == 0,
+            comm=comm,
+            iters=iters,
         )
         if per_rank_extra is not None:
             per_rank |= per_rank_extra(phase)

@@ -160,15 +160,43 @@ class RunStore:
             p.unlink(missing_ok=True)
         return len(leftovers)
 
+    def _status_path(self, figure: str) -> Path:
+        return self.root / "status" / f"{_check_id('figure', figure)}.json"
+
     def write_status(self, figure: str, status: str, reason: str, **details: Any) -> Path:
-        """OUT/status/<figure>.json: whether a figure ran, and why not (read by compare/report)."""
-        path = self.root / "status" / f"{_check_id('figure', figure)}.json"
+        """OUT/status/<figure>.json: whether a figure ran, and why not (read by compare/report).
+
+        Statuses: 'running' (written when a run starts: a run killed before it ends leaves
+        it), 'ran', 'not run' (the machine cannot run it, or it is opt-in) and 'failed'.
+        The per-configuration entries (`configs`) are kept unless `details` replaces them.
+        """
+        path = self._status_path(figure)
+        old = self.status().get(figure, {})
         body = {"figure": figure, "status": status, "reason": reason, **details}
+        if "configs" not in details and old.get("configs"):
+            body["configs"] = old["configs"]
+        atomic_write(path, lambda f: dump_json(body, f))
+        return path
+
+    def write_config_status(self, figure: str, config_id: str, status: str, reason: str) -> Path:
+        """Record that one configuration of `figure` did not run ('not run' or 'failed'), and why."""
+        body = self.status().get(figure) or {"figure": figure, "status": "running", "reason": ""}
+        body.setdefault("configs", {})[_check_id("config id", config_id)] = {
+            "status": status,
+            "reason": reason,
+        }
+        path = self._status_path(figure)
         atomic_write(path, lambda f: dump_json(body, f))
         return path
 
     def status(self) -> dict[str, dict[str, Any]]:
-        return {p.stem: json.loads(p.read_text()) for p in sorted(self.root.glob("status/*.json"))}
+        out = {}
+        for p in sorted(self.root.glob("status/*.json")):
+            try:
+                out[p.stem] = json.loads(p.read_text())
+            except json.JSONDecodeError as e:
+                raise ArtifactError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        return out
 
     def write_text(self, name: str, text: str) -> Path:
         path = self.root / name

@@ -36,7 +36,7 @@ def v2_table(summary: pd.DataFrame, configs: dict[str, dict]) -> pd.DataFrame:
     means = by_key(summary)["mean"]
 
     def _mean(cid: str, mode: str, metric: str) -> float:
-        return float(means.get((cid, mode, metric), math.nan))
+        return float(means.get(("v2", cid, mode, metric), math.nan))
 
     rows = []
     ids = sorted(set(summary.loc[summary["figure"] == "v2", "config_id"]))

@@ -38,6 +38,13 @@ def _physical_index(local_rank: int) -> int:
     return local_rank
 
 
+def failure_reason(e: BaseException, figure: str) -> str:
+    """One plain line: what broke, and where the whole story is."""
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    what = "interrupted" if isinstance(e, KeyboardInterrupt) else f"{type(e).__name__}: {first}"
+    return f"{what} (log: logs/{figure}.log)"
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--figure", required=True)
@@ -78,6 +85,13 @@ def main(argv: list[str] | None = None) -> None:
             "power_backend": telemetry.name,
         }
         store = RunStore(args.out)
+        if rank == 0:
+            store.write_status(
+                args.figure,
+                "running",
+                "started; a run stopped before it finished leaves this status",
+                configs={},
+            )
         options = {**json.loads(args.options), "gpu_index": _physical_index(local_rank)}
         ctx = RunContext(
             figure=args.figure,
@@ -98,9 +112,24 @@ def main(argv: list[str] | None = None) -> None:
 
         try:
             get_experiment(args.figure).run(ctx)
+        except BaseException as e:
+            if rank == 0:
+                store.write_status(args.figure, "failed", failure_reason(e, args.figure))
+            raise
         finally:
             telemetry.close()
         dist.barrier()  # every rank's work, and rank 0's records, are done
+        if rank == 0 and store.status()[args.figure]["status"] == "running":
+            skipped = store.status()[args.figure].get("configs", {})
+            if any((store.records_dir / args.figure).glob("**/rep-*.json")):
+                why = (
+                    f"{len(skipped)} configuration(s) not run"
+                    if skipped
+                    else "every configuration ran"
+                )
+                store.write_status(args.figure, "ran", why)
+            else:
+                store.write_status(args.figure, "not run", "no configuration could run here")
     except BaseException:
         dist.destroy_process_group()
         raise

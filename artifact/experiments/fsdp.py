@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from artifact.config import get_model
 from artifact.experiments import training
 from artifact.runner import RunContext
 from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
@@ -13,7 +12,7 @@ from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
 def config_for(
     ctx: RunContext, model: str, micro_batch: int, precision: str
 ) -> tuple[str, dict[str, Any], FsdpSpec]:
-    spec = FsdpSpec(get_model(model), micro_batch, precision)
+    spec = FsdpSpec(training.model_of(ctx, model), micro_batch, precision)
     config_id = f"{model}_fsdp_{precision}_mb{micro_batch}_w{ctx.world_size}"
     config = training.base_config(
         ctx, model, "fsdp", precision, micro_batch=micro_batch, framework="deepspeed-zero3"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from artifact.config import get_model
 from artifact.experiments import training
 from artifact.runner import RunContext
 from artifact.workloads import megatron_cpu_shim
@@ -15,7 +14,7 @@ def config_for(
     ctx: RunContext, model: str, micro_batch: int, precision: str
 ) -> tuple[str, dict[str, Any], PipelineSpec]:
     microbatches = max(1, ctx.preset.global_batch // micro_batch)  # data-parallel size 1
-    spec = PipelineSpec(get_model(model), micro_batch, microbatches, precision)
+    spec = PipelineSpec(training.model_of(ctx, model), micro_batch, microbatches, precision)
     notes = [
         ONE_STAGE_NOTE if ctx.world_size == 1 else "",
         megatron_cpu_shim.NOTE if ctx.device.type == "cpu" else "",

@@ -3,23 +3,35 @@
 A configuration (model, parallelism, batch, precision) builds one trainer (a DeepSpeed
 ZeRO-3 engine, or a Megatron-core pipeline); every repetition runs the three modes in a
 rotating order on it, each timed, profiled and, with telemetry, held under the power
-sampler. A trainer provides step(mode) -> loss, params and model_flops_per_step(world).
+sampler. A trainer provides step(mode) -> loss, params, model_flops_per_step(world) and
+close() (frees its memory before the next configuration is built).
+
+Before a configuration is built, the device is asked whether it can run it
+(artifact.capability: the precision, and the estimated memory against the free
+memory). One it cannot run, or one that runs out of memory, is recorded "not run" with
+the reason in status/<figure>.json, and the figure goes on with the rest.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import logging
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
+from artifact import capability, memory
 from artifact.aggregate import MODE_DERIVED, ratio
-from artifact.config import get_model
+from artifact.config import ModelConfig, get_model
 from artifact.measure.peak import peak_matmul_tflops
 from artifact.modes import Mode
 from artifact.runner import (
     BASE_UNITS,
     POWER_UNITS,
     RunContext,
+    gather,
     measure_repetition,
     rep_done,
 )
@@ -41,6 +53,13 @@ def mode_order(rep: int) -> tuple[Mode, ...]:
     return MODES[k:] + MODES[:k]
 
 
+def model_of(ctx: RunContext, name: str) -> ModelConfig:
+    """The named model at the preset's sequence length (quick shortens it; paper keeps 2048)."""
+    model = get_model(name)
+    seq = ctx.preset.seq_len
+    return dataclasses.replace(model, seq_len=seq) if seq and model.seq_len > seq else model
+
+
 def base_config(
     ctx: RunContext, model: str, parallelism: str, precision: str, **extra: Any
 ) -> dict[str, Any]:
@@ -49,7 +68,7 @@ def base_config(
         "model": model,
         "parallelism": parallelism,
         "precision": precision,
-        "seq_len": get_model(model).seq_len,
+        "seq_len": model_of(ctx, model).seq_len,
         "world_size": ctx.world_size,
         **extra,
         "note": "; ".join(
@@ -62,38 +81,100 @@ def models_of(ctx: RunContext) -> list[str]:
     return ctx.options.get("models") or list(ctx.preset.models)
 
 
+def cannot_run(ctx: RunContext, spec: Any) -> tuple[str | None, float]:
+    """(why no rank can run `spec` here, or None; its estimated peak bytes a rank).
+
+    Every rank asks its own device; one rank's no is everyone's, so no rank is left
+    waiting in a collective for a rank that skipped."""
+    needed = memory.estimate(spec, ctx.world_size)
+    reason = capability.precision_unsupported(ctx.device, spec.precision) or (
+        capability.memory_unfit(needed, ctx.device, spec.micro_batch)
+    )
+    reasons = [r for r in gather(reason) if r]
+    return (reasons[0] if reasons else None), needed
+
+
+def release_memory(device: torch.device) -> None:
+    """Return what a torn-down trainer held, so the next configuration starts clean."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def run_configs(
     ctx: RunContext,
     configs: list[tuple[str, dict[str, Any], Any]],
     make_trainer: Callable[[Any], Any],
 ) -> None:
-    """Measure every mode of every configuration, skipping repetitions already on disk."""
+    """Measure every mode of every configuration, skipping repetitions already on disk
+    and configurations the device cannot run (recorded with their reason)."""
     peaks: dict[str, float] = {}
-    names = [m.value for m in MODES]
+    names = tuple(m.value for m in MODES)
     for config_id, config, spec in configs:
-        todo = [r for r in range(ctx.reps) if not rep_done(ctx, config_id, tuple(names), r)]
+        todo = [r for r in range(ctx.reps) if not rep_done(ctx, config_id, names, r)]
         if not todo:
             log.info("%s: all %d repetitions on disk, skipped", config_id, ctx.reps)
             continue
-        if spec.precision not in peaks:
-            peaks[spec.precision] = peak_matmul_tflops(ctx.device, spec.precision)
-        peak = peaks[spec.precision]
-        trainer = make_trainer(spec)
+        reason, needed = cannot_run(ctx, spec)
+        if reason:
+            log.warning("%s: not run: %s", config_id, reason)
+            if ctx.is_writer:
+                ctx.store.write_config_status(ctx.figure, config_id, "not run", reason)
+            continue
+        free = capability.free_memory_bytes(ctx.device)
+        try:
+            if spec.precision not in peaks:
+                peaks[spec.precision] = peak_matmul_tflops(ctx.device, spec.precision)
+            config = {**config, "memory_estimate_gib": needed / memory.GIB}
+            _measure(ctx, config_id, config, spec, todo, make_trainer, peaks[spec.precision])
+        except torch.OutOfMemoryError:
+            reason = (
+                f"out of memory at micro-batch {spec.micro_batch}: about "
+                f"{needed / memory.GIB:.1f} GiB needed (estimate), {free / memory.GIB:.1f} GiB free"
+            )
+            log.warning("%s: not run: %s", config_id, reason)
+            if ctx.is_writer:
+                ctx.store.write_config_status(ctx.figure, config_id, "not run", reason)
+            if ctx.world_size > 1:
+                # the other ranks may be waiting in a collective this rank never joins:
+                # the figure fails (its status says why) rather than hanging
+                raise
+        finally:
+            release_memory(ctx.device)
+
+
+def _measure(
+    ctx: RunContext,
+    config_id: str,
+    config: dict[str, Any],
+    spec: Any,
+    todo: list[int],
+    make_trainer: Callable[[Any], Any],
+    peak: float,
+) -> None:
+    """Build one configuration's trainer, run its repetitions, and tear it down."""
+    trainer = make_trainer(spec)
+    try:
         flops = trainer.model_flops_per_step(ctx.world_size)
         config = {**config, "params": trainer.params, "peak_tflops_per_gpu": peak}
+        # FP32 steps are several times slower than half-precision ones; the preset may
+        # measure fewer of them (the record says how many)
+        iters = ctx.preset.fp32_iters if spec.precision in ("fp32", "tf32") else None
+        config["iters_per_rep"] = iters or ctx.iters
         for mode in MODES:  # warm-up, discarded
             for _ in range(ctx.warmup):
                 trainer.step(mode)
         losses: dict[str, list] = {m.value: [] for m in MODES}  # this repetition's, by mode
 
-        def step_of(phase, trainer=trainer, losses=losses):
+        def step_of(phase):
             return lambda: losses[phase].append(trainer.step(Mode(phase)))
 
-        def loss_of(phase, losses=losses):
+        def loss_of(phase):
             # only ranks that compute the loss have one (a pipeline's last stage)
-            return {"loss": [float(x) for x in losses[phase][: ctx.iters] if x is not None]}
+            n = config["iters_per_rep"]
+            return {"loss": [float(x) for x in losses[phase][:n] if x is not None]}
 
-        def with_mfu(phase, m, flops=flops, peak=peak):
+        def with_mfu(phase, m):
             tflops = flops / (m["e2e_ms"] * 1e-3) / ctx.world_size / 1e12
             return m | {"tflops_per_gpu": tflops, "mfu": tflops / peak}
 
@@ -110,15 +191,17 @@ def run_configs(
                 units=UNITS,
                 per_rank_extra=loss_of,
                 finish=with_mfu,
+                iters=iters,
             )
-            if not ctx.is_writer:
-                continue
-            log.info(
-                "%s rep %d: overlap %.1f ms, sequential %.1f ms, MFU %.3f",
-                config_id,
-                rep,
-                results["overlap"]["e2e_ms"],
-                results["sequential"]["e2e_ms"],
-                results["overlap"]["mfu"],
-            )
-        del trainer
+            if ctx.is_writer:
+                log.info(
+                    "%s rep %d/%d: overlap %.1f ms, sequential %.1f ms, MFU %.3f",
+                    config_id,
+                    rep + 1,
+                    ctx.reps,
+                    results["overlap"]["e2e_ms"],
+                    results["sequential"]["e2e_ms"],
+                    results["overlap"]["mfu"],
+                )
+    finally:
+        trainer.close()

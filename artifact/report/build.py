@@ -41,15 +41,32 @@ def _rows(summary: pd.DataFrame, metric: str, mode: str | None = None) -> pd.Dat
     return sel if mode is None else sel[sel["mode"] == mode]
 
 
-def _not_run(fig: str, status: dict, summary: pd.DataFrame) -> str | None:
-    """Why `fig` has nothing to show ('failed: ...', 'not run: ...'), or None if it ran."""
+def figure_status(fig: str, status: dict, summary: pd.DataFrame) -> tuple[str, str]:
+    """(category, detail) of a figure: 'ran', 'ran partly', 'not run' or 'failed'.
+
+    'failed' covers a crash, an interruption and a run killed before it finished (its
+    status still says 'running'); 'not run' is a figure the machine cannot run or an
+    opt-in one; 'ran partly' names the configurations the device could not run."""
     src = records_figure(fig)
     st = status.get(src)
-    if st and st["status"] != "ran":
-        return f"{st['status']}: {st['reason']}"
-    if summary[summary["figure"] == src].empty:
-        return "not run: no records in this folder"
-    return None
+    has_rows = not summary[summary["figure"] == src].empty
+    if st is None:
+        return ("ran", "") if has_rows else ("not run", "no records in this folder")
+    if st["status"] == "running":
+        return "failed", "interrupted: the run stopped before it finished"
+    if st["status"] in ("failed", "not run"):
+        return st["status"], st["reason"]
+    skipped = st.get("configs", {})
+    if skipped:
+        reasons = sorted({c["reason"] for c in skipped.values()})
+        return "ran partly", f"{len(skipped)} configuration(s) not run: {'; '.join(reasons)}"
+    return ("ran", "") if has_rows else ("not run", "no records in this folder")
+
+
+def _not_run(fig: str, status: dict, summary: pd.DataFrame) -> str | None:
+    """Why `fig` has nothing to show ('failed: ...', 'not run: ...'), or None if it ran."""
+    category, detail = figure_status(fig, status, summary)
+    return None if category.startswith("ran") else f"{category}: {detail}"
 
 
 def _sentence(why: str) -> str:
@@ -57,18 +74,18 @@ def _sentence(why: str) -> str:
     return why[0].upper() + why[1:] + "."
 
 
-def _cell(rows: pd.DataFrame, config_id: str, mode: str, *metrics: str) -> str:
+def _cell(rows: pd.DataFrame, figure: str, config_id: str, mode: str, *metrics: str) -> str:
     """The mean of the first of `metrics` that `rows` (aggregate.by_key) has, or '-'."""
     for metric in metrics:
-        if (config_id, mode, metric) in rows.index:
-            return _f(rows.loc[(config_id, mode, metric), "mean"])
+        if (figure, config_id, mode, metric) in rows.index:
+            return _f(rows.loc[(figure, config_id, mode, metric), "mean"])
     return "-"
 
 
-def _ci_cell(rows: pd.DataFrame, config_id: str, mode: str, metric: str) -> str:
-    if (config_id, mode, metric) not in rows.index:
+def _ci_cell(rows: pd.DataFrame, figure: str, config_id: str, mode: str, metric: str) -> str:
+    if (figure, config_id, mode, metric) not in rows.index:
         return "-"
-    r = rows.loc[(config_id, mode, metric)]
+    r = rows.loc[(figure, config_id, mode, metric)]
     return "-" if pd.isna(r["ci_low"]) else f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]"
 
 
@@ -77,6 +94,8 @@ def _first_line(summary: pd.DataFrame, provenance: dict) -> str:
     if not gpus:
         return "**Functional check on CPU: no claim of the paper was evaluated.** Every number below comes from the CPU (gloo) and checks only that the code paths run."
     n = provenance.get("world_size", "?")
+    if n == 1:
+        return f"**Measured on 1 x {', '.join(gpus)}: what one GPU can judge.** With one GPU a collective moves no data, so the training figures (Figs. 4, 5, 10, 11) run no communication and their overlap claims are not applicable; the Fig. 8 microbenchmark (through labelled one-GPU proxies), power, and the contention map are judged. The paper used 4 GPUs of one node."
     return f"**Reproduction on {n} x {', '.join(gpus)}** (the paper used 4 x A100, H100, MI250 or MI210; numbers from other GPUs are compared only through hardware-independent quantities and the claims)."
 
 
@@ -98,6 +117,12 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     made: list[Path] = []
     doc = Doc()
     doc.p(_first_line(summary, provenance))
+
+    doc.h(1, "What ran")
+    doc.table(
+        ["figure", "status", "detail"],
+        [[fig, *figure_status(fig, status, summary)] for fig in (*FIGURES, *EXTRA_EXPERIMENTS)],
+    )
 
     doc.h(1, "Verdicts")
     counts = verdicts["verdict"].value_counts()
@@ -209,6 +234,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     keyed = by_key(summary)
     doc.table(
         [
+            "figure",
             "configuration",
             "gap",
             "95% CI",
@@ -220,18 +246,21 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
         ],
         [
             [
+                r.figure,
                 r.config_id,
                 _f(r.mean),
                 f"[{_f(r.ci_low)}, {_f(r.ci_high)}]",
                 "pass" if r.ci_low <= V1_MARGIN and r.ci_high >= -V1_MARGIN else "FAIL",
-                _cell(keyed, r.config_id, "nocomm", "compute_ms"),
-                _cell(keyed, r.config_id, "sequential", "compute_ms"),
-                _cell(keyed, r.config_id, "nocomm", "matmul_tflops", "tflops_per_gpu"),
-                _cell(keyed, r.config_id, "sequential", "matmul_tflops", "tflops_per_gpu"),
+                _cell(keyed, r.figure, r.config_id, "nocomm", "compute_ms"),
+                _cell(keyed, r.figure, r.config_id, "sequential", "compute_ms"),
+                _cell(keyed, r.figure, r.config_id, "nocomm", "matmul_tflops", "tflops_per_gpu"),
+                _cell(
+                    keyed, r.figure, r.config_id, "sequential", "matmul_tflops", "tflops_per_gpu"
+                ),
             ]
             for r in v1.itertuples()
         ]
-        or [["-", "-", "-", "not run", "-", "-", "-", "-"]],
+        or [["-", "-", "-", "-", "not run", "-", "-", "-", "-"]],
     )
     doc.h(2, "V2: delay injection")
     why = _not_run("v2", status, summary)
@@ -243,11 +272,14 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     sd = summary[
         (summary["mode"] == "derived") & summary["metric"].isin(["slowdown", "matmul_slowdown"])
     ]
-    ov = _rows(summary, "overlap_fraction", "overlap").set_index("config_id")["mean"]
+    ov = _rows(summary, "overlap_fraction", "overlap").set_index(["figure", "config_id"])["mean"]
     doc.table(
-        ["configuration", "slowdown", "overlap fraction (overlap mode)"],
-        [[r.config_id, _f(r.mean), _f(ov.get(r.config_id))] for r in sd.itertuples()]
-        or [["-", "-", "-"]],
+        ["figure", "configuration", "slowdown", "overlap fraction (overlap mode)"],
+        [
+            [r.figure, r.config_id, _f(r.mean), _f(ov.get((r.figure, r.config_id)))]
+            for r in sd.itertuples()
+        ]
+        or [["-", "-", "-", "-"]],
     )
 
     doc.h(1, "Power sampling")
@@ -264,11 +296,16 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     doc.h(1, "Environment and provenance")
     doc.table(["key", "value"], [[k, str(provenance.get(k, "-"))] for k in PROVENANCE_KEYS])
 
-    doc.h(1, "What was not run, and why")
+    doc.h(1, "What was not run, or failed, and why")
     missing = [
         f"{fig}: {why}"
         for fig in (*FIGURES, *EXTRA_EXPERIMENTS)
         if (why := _not_run(fig, status, summary))
+    ]
+    missing += [
+        f"{fig}: {config_id}: {st['status']}: {st['reason']}"
+        for fig, fst in status.items()
+        for config_id, st in sorted(fst.get("configs", {}).items())
     ]
     if provenance.get("world_size") == 1 and provenance.get("gpu_count"):
         missing.append(
@@ -308,7 +345,7 @@ def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir:
         (
             c
             for c in keyed.index.unique("config_id")
-            if c in configs and (c, "derived", "matmul_slowdown") in keyed.index
+            if c in configs and ("contention", c, "derived", "matmul_slowdown") in keyed.index
         ),
         key=lambda c: (configs[c]["parallelism"], configs[c]["model"], configs[c]["comm_bytes"]),
     )
@@ -331,14 +368,14 @@ def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir:
                 configs[cid]["parallelism"],
                 configs[cid]["model"],
                 f"{configs[cid]['comm_bytes'] / (1 << 20):g}",
-                _cell(keyed, cid, "derived", "matmul_slowdown"),
-                _ci_cell(keyed, cid, "derived", "matmul_slowdown"),
-                _cell(keyed, cid, "derived", "slowdown_vs_nocomm"),
-                _cell(keyed, cid, "derived", "comm_slowdown"),
-                _ci_cell(keyed, cid, "derived", "comm_slowdown"),
-                _cell(keyed, cid, "overlap", "overlap_fraction"),
-                _cell(keyed, cid, "overlap", "compute_GBps"),
-                _cell(keyed, cid, "overlap", "comm_algbw_GBps"),
+                _cell(keyed, "contention", cid, "derived", "matmul_slowdown"),
+                _ci_cell(keyed, "contention", cid, "derived", "matmul_slowdown"),
+                _cell(keyed, "contention", cid, "derived", "slowdown_vs_nocomm"),
+                _cell(keyed, "contention", cid, "derived", "comm_slowdown"),
+                _ci_cell(keyed, "contention", cid, "derived", "comm_slowdown"),
+                _cell(keyed, "contention", cid, "overlap", "overlap_fraction"),
+                _cell(keyed, "contention", cid, "overlap", "compute_GBps"),
+                _cell(keyed, "contention", cid, "overlap", "comm_algbw_GBps"),
             ]
             for cid in ids
         ],

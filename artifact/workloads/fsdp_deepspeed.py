@@ -79,6 +79,12 @@ class FsdpTrainer:
             self.engine.step()
         return loss.detach()
 
+    def close(self) -> None:
+        """Free the engine's partitions, gradients and optimizer states (before the next
+        configuration: ZeRO-3 keeps them alive otherwise, and the next one ran out of memory)."""
+        self.engine.destroy()
+        del self.engine, self.tokens
+
     def model_flops_per_step(self, world_size: int) -> float:
         """6 * parameters * tokens: the MFU numerator (forward and backward, no recompute)."""
         return 6.0 * self.params * self.spec.tokens_per_step(world_size)

@@ -149,6 +149,14 @@ class PipelineTrainer:
             return None
         return torch.stack([d["loss"] for d in losses]).mean()
 
+    def close(self) -> None:
+        """Free the stage's model and optimizer, and reset Megatron's parallel state (its
+        groups and global buffers), so the next configuration starts clean."""
+        from megatron.core import parallel_state
+
+        del self.model, self.optimizer, self.forward_backward
+        parallel_state.destroy_model_parallel()
+
     def model_flops_per_step(self, world_size: int) -> float:
         """6 * parameters * tokens of one step (all microbatches; data-parallel size 1)."""
         return 6.0 * self.params * self.spec.tokens_per_step()
