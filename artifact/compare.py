@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from artifact.aggregate import COLUMNS as SUMMARY_COLUMNS
 from artifact.env import REPO_ROOT
 from artifact.errors import ArtifactError
 from artifact.store import RunStore
@@ -61,7 +62,7 @@ NUMBER_KEYS = (
     "scope",
 )
 CLAIM_KEYS = ("id", "statement", "kind", "rows", "source", "scope")
-CPU_REASON = "This is a functional check on a CPU, so no claim of the paper is evaluated."
+CPU_REASON = "CPU functional check: no claim of the paper is evaluated on a CPU."
 # Quantities that mean something only where communication ran beside compute: Eq. 1, the
 # sequential penalty, Eq. 4 and its relatives, the overlap fraction, and the changes in
 # power that overlap causes. At world size 1 a collective moves no data and runs no kernel.
@@ -347,11 +348,7 @@ def _scope_gpus(summary: pd.DataFrame) -> list[str]:
 def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     items = load_expected(expected_dir)
     path = Path(out) / "summary.csv"
-    summary = (
-        pd.read_csv(path)
-        if path.is_file()
-        else pd.DataFrame(columns=["figure", "gpu", "metric", "config_id"])
-    )
+    summary = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=list(SUMMARY_COLUMNS))
     cfg_path = Path(out) / "configs.json"
     configs = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
     status = RunStore(out).status()

@@ -8,9 +8,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m artifact ARGS` in a subprocess, as a user would run it."""
-    env = {**os.environ, "COLUMNS": "120"}
+def run_cli(
+    *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """`python -m artifact ARGS` in a subprocess, as a user would run it (`env`: extra
+    variables, e.g. the capability check's seams)."""
+    env = {**os.environ, "COLUMNS": "120", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "artifact", *args],
         cwd=ROOT,

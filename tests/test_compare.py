@@ -113,10 +113,25 @@ def expected_dir(tmp_path):
     return d
 
 
-def _folder(tmp_path, rows, configs):
+def _folder(tmp_path, rows, configs, comm_ms=5.0):
+    """A results folder of `rows`; each configuration's overlap mode ran `comm_ms` of
+    communication kernels (0: world size 1, where collectives move no data)."""
     out = tmp_path / "run"
     out.mkdir()
-    pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(out / "summary.csv", index=False)
+    comm = [
+        {
+            **r,
+            "mode": "overlap",
+            "metric": "communication_ms",
+            "mean": comm_ms,
+            "ci_low": comm_ms,
+            "ci_high": comm_ms,
+            "unit": "ms",
+            "kind": "measured",
+        }
+        for r in {(r["figure"], r["config_id"]): r for r in rows}.values()
+    ]
+    pd.DataFrame(rows + comm, columns=list(COLUMNS)).to_csv(out / "summary.csv", index=False)
     (out / "configs.json").write_text(json.dumps(configs))
     return out
 
@@ -245,3 +260,35 @@ def test_compare_cli_writes_verdicts(tmp_path):
     assert (out / "verdicts.csv").is_file()
     assert "reproduced:" in res.stdout
     assert run_cli("compare", str(tmp_path / "nope")).returncode == 2
+
+
+def test_one_gpu_run_judges_no_overlap_item(tmp_path, expected_dir):
+    """World size 1: communication 0 in every mode. Slowdowns read from noise must not
+    be judged either way; numbers that need no communication still are."""
+    rows = [
+        _row("small_fsdp", "fsdp", 0.18, 0.16, 0.21),
+        _row("big_fsdp", "fsdp", 0.30, 0.27, 0.33),
+        _row("small_pp", "pipeline", 0.05, 0.03, 0.07),
+        _row("u", "allreduce", 10.0, 9.9, 10.1, metric="e2e_ms", mode="overlap", figure="fig9"),
+        _row("c200", "allreduce", 20.5, 20.4, 20.6, metric="e2e_ms", mode="overlap", figure="fig9"),
+    ]
+    configs = {
+        "small_fsdp": {"params": 1e9},
+        "big_fsdp": {"params": 13e9},
+        "small_pp": {"params": 1e9},
+        "u": {"power_cap_w": None},
+        "c200": {"power_cap_w": 200.0},
+    }
+    v = compare(_folder(tmp_path, rows, configs, comm_ms=0.0), expected_dir).set_index("item")
+    for item in ("slowdown_mean", "all_positive", "fsdp_more", "grows_with_size"):
+        assert v.loc[item, "verdict"] == "not applicable", item
+        assert v.loc[item, "reason"].startswith("No communication ran beside compute")
+    assert v.loc["capped", "verdict"] == "reproduced"  # e2e under a cap needs no overlap
+
+
+def test_reasons_are_sentences_not_reprs(tmp_path, expected_dir):
+    rows = [_row("a_fsdp", "fsdp", 0.02, -0.01, 0.05), _row("a_pp", "pipeline", 0.03, 0.01, 0.05)]
+    v = compare(_folder(tmp_path, rows, {}), expected_dir).set_index("item")
+    reason = v.loc["fsdp_more", "reason"]
+    assert "parallelism fsdp" in reason and "parallelism pipeline" in reason
+    assert not any(c in reason for c in "{}'"), reason

@@ -111,6 +111,8 @@ def test_fig5_reads_fig4s_records(fig4_run):
 
 
 def test_fig11_runs_fp32_with_and_without_tf32(tmp_path):
+    """TF32 exists only on NVIDIA GPUs: the capability seam says yes, so the CPU runs both
+    rows (the same FP32 arithmetic; the CPU note says so)."""
     res = run_cli(
         "run",
         "fig11",
@@ -122,6 +124,7 @@ def test_fig11_runs_fp32_with_and_without_tf32(tmp_path):
         "1",
         "--out",
         str(tmp_path),
+        env={"ARTIFACT_PRECISION_SUPPORT": "tf32=yes"},
     )
     assert res.returncode == 0, res.stderr[-3000:]
     df = pd.read_csv(tmp_path / "summary.csv")

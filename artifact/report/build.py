@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from artifact import validation
+from artifact.aggregate import COLUMNS as SUMMARY_COLUMNS
 from artifact.aggregate import by_key
 from artifact.compare import write_verdicts
 from artifact.config import EXTRA_EXPERIMENTS, FIGURES
@@ -89,11 +90,11 @@ def _ci_cell(rows: pd.DataFrame, figure: str, config_id: str, mode: str, metric:
     return "-" if pd.isna(r["ci_low"]) else f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]"
 
 
-def _first_line(summary: pd.DataFrame, provenance: dict) -> str:
+def _first_line(summary: pd.DataFrame, configs: dict) -> str:
     gpus = sorted({g for g in summary.get("gpu", pd.Series(dtype=str)).dropna() if g != "cpu"})
     if not gpus:
         return "**Functional check on CPU: no claim of the paper was evaluated.** Every number below comes from the CPU (gloo) and checks only that the code paths run."
-    n = provenance.get("world_size", "?")
+    n = max((c.get("world_size", 1) for c in configs.values()), default=1)
     if n == 1:
         return f"**Measured on 1 x {', '.join(gpus)}: what one GPU can judge.** With one GPU a collective moves no data, so the training figures (Figs. 4, 5, 10, 11) run no communication and their overlap claims are not applicable; the Fig. 8 microbenchmark (through labelled one-GPU proxies), power, and the contention map are judged. The paper used 4 GPUs of one node."
     return f"**Reproduction on {n} x {', '.join(gpus)}** (the paper used 4 x A100, H100, MI250 or MI210; numbers from other GPUs are compared only through hardware-independent quantities and the claims)."
@@ -105,7 +106,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     summary = (
         pd.read_csv(summary_path)
         if summary_path.is_file()
-        else pd.DataFrame(columns=["figure", "gpu", "metric", "mode", "config_id"])
+        else pd.DataFrame(columns=list(SUMMARY_COLUMNS))
     )
     verdicts = write_verdicts(out)
     status = store.status()
@@ -116,7 +117,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     fig_dir = out / "report" / "figures"
     made: list[Path] = []
     doc = Doc()
-    doc.p(_first_line(summary, provenance))
+    doc.p(_first_line(summary, configs))
 
     doc.h(1, "What ran")
     doc.table(
