@@ -15,6 +15,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -107,18 +108,22 @@ def all_figures(session: nox.Session) -> None:
     code = "from artifact.experiments import SAME_RECORDS_AS as S; print(*(f'{k}={v}' for k, v in S.items()))"
     out_of = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True).stdout
     served = dict(pair.split("=") for pair in out_of.split())
-    failed = []
+    failed, took = [], {}
     for fig in EXPERIMENTS:
         if fig in served:  # fig5: drawn from fig4's records, never run a second time
             session.log(f"{fig}: drawn from the records of {served[fig]}")
             continue
+        started = time.monotonic()
         rc = subprocess.run([py, "-m", "artifact", "run", fig, *args]).returncode
+        took[fig] = time.monotonic() - started
+        session.log(f"{fig}: exit {rc} after {took[fig]:.0f} s")
         if rc != 0:  # 0 also when configurations were only skipped (the device cannot run them)
             failed.append(f"{fig} (exit {rc})")
     out = args[args.index("--out") + 1]
     session.run(py, "-m", "artifact", "summarize", out, success_codes=[0, 2])
     session.run(py, "-m", "artifact", "compare", out)
     session.run(py, "-m", "artifact", "report", out)
+    session.log("wall time: " + ", ".join(f"{f} {s:.0f} s" for f, s in took.items()))
     session.log(f"results: {out}; report: {out}/report/appendix.html")
     if failed:
         session.error(f"failed: {', '.join(failed)} (why: {out}/status/, logs: {out}/logs/)")
