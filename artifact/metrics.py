@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -57,6 +58,12 @@ def sequential_penalty(e2e_sequential, e2e_overlap):
 def e2e_ideal_max(compute_alone, comm_alone):
     """Perfect overlap with no contention: the longer of the two alone."""
     return np.maximum(compute_alone, comm_alone)
+
+
+# Equations with a kink: no derivative where the inputs tie, so no delta method. Fig. 8
+# calibrates communication alone to take about as long as compute alone, so
+# e2e_ideal_max sits near its tie: its CI uses the per-repetition values instead.
+NOT_DIFFERENTIABLE = frozenset({e2e_ideal_max, np.maximum, np.minimum})
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,11 @@ def mean_interval(values, axis: int = -1) -> Interval:
     bootstrap under-covers there (at n = 2 its interval is about [min, max]). From
     MIN_BOOTSTRAP_N on: BCa bootstrap over repetitions, seeded.
     """
+    with _quiet():
+        return _mean_interval(values, axis)
+
+
+def _mean_interval(values, axis: int) -> Interval:
     x = np.moveaxis(np.asarray(values, dtype=float), axis, -1)
     n = x.shape[-1]
     if n < 2:
@@ -116,7 +128,9 @@ def mean_interval(values, axis: int = -1) -> Interval:
     return Interval(mean, std, low, high, n, method)
 
 
-def paired_interval(fn: Callable[..., float], samples: Sequence, axis: int = -1) -> Interval:
+def paired_interval(
+    fn: Callable[..., float], samples: Sequence, axis: int = -1, delta: bool | None = None
+) -> Interval:
     """fn(mean of samples[0], mean of samples[1], ...) with its 95 % CI, pairing repetitions.
 
     samples[j][..., i] is input j of repetition i: every repetition measures all inputs
@@ -126,21 +140,27 @@ def paired_interval(fn: Callable[..., float], samples: Sequence, axis: int = -1)
     delta method: each repetition's value linearised about the means,
     z_i = sum_j dfn/dx_j * (x_ji - mean_j), the gradient by scipy.differentiate.jacobian
     (for a ratio a/b this is the classical ratio estimator's (a_i - R b_i) / mean(b)).
-    Where the gradient is not finite, the spread of the per-repetition values fn(x_i) is
-    used instead. From MIN_BOOTSTRAP_N on: paired BCa bootstrap of fn(means) over
-    repetitions.
+    Where the gradient is not finite, or delta is False (default: False for the
+    functions in NOT_DIFFERENTIABLE, else True), the spread of the per-repetition values
+    fn(x_i) is used instead. From MIN_BOOTSTRAP_N on: paired BCa bootstrap of fn(means)
+    over repetitions.
     """
+    if delta is None:
+        delta = fn not in NOT_DIFFERENTIABLE
+    with _quiet():
+        return _paired_interval(fn, samples, axis, delta)
+
+
+def _paired_interval(fn: Callable[..., float], samples: Sequence, axis: int, delta: bool):
     x = np.stack([np.moveaxis(np.asarray(s, dtype=float), axis, -1) for s in samples])
     n = x.shape[-1]
     means = x.mean(axis=-1)  # (inputs, *batch)
-    with np.errstate(all="ignore"):
-        estimate = np.asarray(fn(*means), dtype=float) if n else np.full(x.shape[1:-1], np.nan)
+    estimate = np.asarray(fn(*means), dtype=float) if n else np.full(x.shape[1:-1], np.nan)
     if n < 2:
         return _no_interval(estimate, n)
-    grad = _gradient(fn, means)
-    with np.errstate(all="ignore"):
-        z = np.sum(grad[..., None] * (x - means[..., None]), axis=0)
-        per_rep = np.asarray(fn(*x), dtype=float)
+    grad = _gradient(fn, means) if delta else np.full(means.shape, np.nan)
+    z = np.sum(grad[..., None] * (x - means[..., None]), axis=0)
+    per_rep = np.asarray(fn(*x), dtype=float)
     smooth = np.all(np.isfinite(grad), axis=0)
     z = np.where(smooth[..., None], z, per_rep - per_rep.mean(axis=-1, keepdims=True))
     std = z.std(axis=-1, ddof=1)
@@ -165,7 +185,9 @@ def describe(values: Sequence[float]) -> Stats:
     return _stats(iv, zero_spread=bool(np.ptp(x) == 0))
 
 
-def describe_derived(fn: Callable[..., float], *samples: Sequence[float]) -> Stats:
+def describe_derived(
+    fn: Callable[..., float], *samples: Sequence[float], delta: bool | None = None
+) -> Stats:
     """Statistics of fn(mean(a), mean(b), ...) over paired repetitions (paired_interval).
 
     Every sample holds one value per repetition, in the same repetition order: sample
@@ -180,10 +202,10 @@ def describe_derived(fn: Callable[..., float], *samples: Sequence[float]) -> Sta
         )
     n = sizes.pop() if sizes else 0
     if n < 2:
-        with np.errstate(all="ignore"):
+        with _quiet():
             mean = float(fn(*(a.mean() for a in arrays))) if n else math.nan
         return _too_few(mean, n)
-    iv = paired_interval(fn, arrays)
+    iv = paired_interval(fn, arrays, delta=delta)
     return _stats(iv, zero_spread=all(np.ptp(a) == 0 for a in arrays))
 
 
@@ -204,6 +226,15 @@ def _too_few(mean: float, n: int) -> Stats:
 def _no_interval(estimate: np.ndarray, n: int) -> Interval:
     nan = np.full(np.shape(estimate), np.nan)
     return Interval(np.asarray(estimate, dtype=float), nan, nan, nan, n, f"none (n={n})")
+
+
+@contextmanager
+def _quiet():
+    """No numpy/scipy warnings: n/a, zero denominators and tiny samples are expected here
+    and end as NaN in the table."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
 
 
 def _mean_statistic(a, axis=-1):
@@ -230,14 +261,13 @@ def _at_least(t_low, t_high, low, high, method: str):
 def _gradient(fn: Callable[..., float], means: np.ndarray) -> np.ndarray:
     """d fn / d input at the means, shape (inputs, *batch); NaN where it cannot be had."""
     step = np.where(means != 0, 1e-3 * np.abs(means), 1e-3)
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        try:
-            res = differentiate.jacobian(lambda xi: fn(*xi), means, initial_step=step)
-        except (ValueError, TypeError, FloatingPointError):
-            return np.full(means.shape, np.nan)
-    df = np.asarray(res.df, dtype=float).reshape(means.shape)
-    return np.where(np.broadcast_to(res.success, df.shape), df, np.nan)
+    try:
+        res = differentiate.jacobian(lambda xi: fn(*xi), means, initial_step=step)
+    except (ValueError, TypeError, FloatingPointError):
+        return np.full(means.shape, np.nan)
+    # res.success is not required: a partial derivative of 0 never meets the default
+    # relative tolerance, yet its estimate (~1e-10) is right
+    return np.asarray(res.df, dtype=float).reshape(means.shape)
 
 
 def _bootstrap_interval(samples: tuple[np.ndarray, ...], statistic, paired: bool):
@@ -254,8 +284,7 @@ def _bootstrap_interval(samples: tuple[np.ndarray, ...], statistic, paired: bool
 
 def _bootstrap(samples: tuple[np.ndarray, ...], statistic, method: str, paired: bool):
     size = sum(s.size for s in samples)
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")  # scipy warns on tiny or near-degenerate samples
+    with _quiet():  # scipy warns on tiny or near-degenerate samples
         return stats.bootstrap(
             samples,
             statistic,

@@ -129,3 +129,13 @@ def test_batch_and_single_calls_agree():
     for i in range(4):
         one = eq.describe_derived(eq.slowdown, a[i], b[i])
         assert (one.ci_low, one.ci_high) == pytest.approx((batch.low[i], batch.high[i]))
+
+
+def test_a_max_uses_per_repetition_values_not_a_derivative():
+    # compute alone and communication alone tie on average (fig8 calibrates them so):
+    # max() has no derivative there; a linearisation would give a zero-width CI
+    s = eq.describe_derived(eq.e2e_ideal_max, [1.0, 2.0, 3.0], [3.0, 2.0, 1.0])
+    assert s.mean == 2.0 and s.ci_method == "paired student-t (per-repetition values)"
+    per_rep = [3.0, 2.0, 3.0]
+    lo, hi = stats.t.interval(0.95, 2, loc=2.0, scale=stats.sem(per_rep))
+    assert (s.ci_low, s.ci_high) == pytest.approx((lo, hi))
