@@ -86,7 +86,7 @@ class Interval:
     """A batch of estimates with their 95 % CIs; arrays share the batch shape (() for one).
 
     std is the spread of one repetition's value (ddof=1): for a derived quantity, that of
-    its linearised per-repetition value (delta method), so a Student-t row satisfies
+    its linearised per-repetition value (delta method) or of fn(x_i), so a t row satisfies
     ci = estimate +- t(0.975, n-1) * std / sqrt(n).
     """
 
@@ -108,7 +108,8 @@ def mean_interval(values, axis: int = -1) -> Interval:
     Below MIN_BOOTSTRAP_N repetitions: Student-t (scipy.stats.t.interval with
     scipy.stats.sem), exact for normal data and close for mildly skewed data; the
     bootstrap under-covers there (at n = 2 its interval is about [min, max]). From
-    MIN_BOOTSTRAP_N on: BCa bootstrap over repetitions, seeded.
+    MIN_BOOTSTRAP_N on: BCa bootstrap over repetitions, seeded, widened on either side
+    to the t interval where that reaches further (_at_least).
     """
     with _quiet():
         return _mean_interval(values, axis)
@@ -143,7 +144,7 @@ def paired_interval(
     Where the gradient is not finite, or delta is False (default: False for the
     functions in NOT_DIFFERENTIABLE, else True), the spread of the per-repetition values
     fn(x_i) is used instead. From MIN_BOOTSTRAP_N on: paired BCa bootstrap of fn(means)
-    over repetitions.
+    over repetitions, at least as wide as that t interval.
     """
     if delta is None:
         delta = fn not in NOT_DIFFERENTIABLE
