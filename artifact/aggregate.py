@@ -2,8 +2,11 @@
 
 One row per (figure, gpu, model, parallelism, precision, mode, metric), as DESIGN.md
 section 5 says. Measured rows are statistics over repetitions of one mode's metric.
-Derived rows (mode 'derived') combine modes through the paper's equations, with their
-CI bootstrapped from the measured repetitions (metrics.describe_derived).
+Derived rows (mode 'derived') combine modes through the paper's equations: the estimate
+is the equation on the means, the CI comes from the repetitions with every input
+present, each repetition's modes kept together (metrics.describe_derived); their n is
+the number of such complete repetitions. Column ci_method says how each CI was made
+(docs/measurement.md, "Statistics").
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from artifact.metrics import describe, describe_derived
 
 DIMENSIONS = ("figure", "gpu", "model", "parallelism", "precision", "mode", "metric")
 STATS = ("mean", "std", "ci_low", "ci_high", "n", "cv", "noisy")
-COLUMNS = (*DIMENSIONS, *STATS, "unit", "kind", "config_id", "note")
+COLUMNS = (*DIMENSIONS, *STATS, "unit", "kind", "config_id", "note", "ci_method")
 
 
 @dataclass(frozen=True)
 class Derived:
-    """metric = fn(mean of inputs[0], mean of inputs[1], ...); inputs are (mode, metric)."""
+    """metric = fn(mean of inputs[0], mean of inputs[1], ...); inputs are (mode, metric).
+
+    fn must accept numpy arrays (the CI evaluates it on batches and per repetition).
+    """
 
     metric: str
     fn: Callable[..., float]
@@ -102,14 +108,17 @@ def summarize(records: Iterable[dict[str, Any]], derived: dict[str, list[Derived
             "config_id": config_id,
             "note": config.get("note", ""),
         }
-        values: dict[tuple[str, str], list[float]] = defaultdict(list)
+        # (mode, metric) -> repetition -> value; n/a (None, NaN) dropped. The store holds
+        # one record per (config, mode, rep), so a repetition is one value of each.
+        values: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
         units: dict[str, str] = {}
         for r in sorted(recs, key=lambda r: (r["mode"], r["rep"])):
             for metric, v in r["metrics"].items():
-                values[(r["mode"], metric)].append(v)
+                if v is not None and v == v:
+                    values[(r["mode"], metric)][r["rep"]] = v
             units.update(r["units"])
-        for (mode, metric), vals in sorted(values.items()):
-            s = describe([v for v in vals if v is not None and v == v])  # n/a dropped
+        for (mode, metric), by_rep in sorted(values.items()):
+            s = describe(list(by_rep.values()))
             if s.n == 0:
                 continue
             rows.append(
@@ -123,12 +132,12 @@ def summarize(records: Iterable[dict[str, Any]], derived: dict[str, list[Derived
                 }
             )
         for d in derived.get(figure, []):
-            samples = [
-                [v for v in values.get(inp, []) if v is not None and v == v] for inp in d.inputs
-            ]
-            if not d.applies(config) or not all(samples):
+            inputs = [values.get(inp, {}) for inp in d.inputs]
+            # paired: only repetitions in which every input was measured
+            complete = sorted(set.intersection(*(set(v) for v in inputs)))
+            if not d.applies(config) or not complete:
                 continue
-            s = describe_derived(d.fn, *samples)
+            s = describe_derived(d.fn, *([v[rep] for rep in complete] for v in inputs))
             rows.append(
                 {
                     **base,
