@@ -1,6 +1,6 @@
 """Workload settings on CPU: the pipeline's SDPA core attention against Megatron-core's own
-(2 gloo processes, 2-stage 1F1B, fp32), activation recomputation, and the records naming
-both choices."""
+(2 gloo processes, 2-stage 1F1B, fp32), activation recomputation in both workloads, and
+the records naming both choices."""
 
 import os
 from types import SimpleNamespace
@@ -12,6 +12,7 @@ import torch.multiprocessing as mp
 
 from artifact.config import get_model
 from artifact.errors import ArtifactError
+from artifact.workloads.models import Block, DecoderLM, lm_loss, synthetic_batch
 from artifact.workloads.pipeline_megatron import PipelineSpec
 
 STEPS = 3
@@ -135,7 +136,7 @@ def test_attention_is_validated():
 
 
 def test_records_name_attention_and_recompute():
-    from artifact.experiments import pipeline
+    from artifact.experiments import fsdp, pipeline
 
     ctx = SimpleNamespace(
         preset=SimpleNamespace(global_batch=4),
@@ -147,3 +148,34 @@ def test_records_name_attention_and_recompute():
     _, config, spec = pipeline.config_for(ctx, "gpt-tiny", 2, "fp32")
     assert spec.attention == "sdpa" and config["attention"] == "sdpa"
     assert spec.recompute is False and config["recompute"] is False
+    _, config, spec = fsdp.config_for(ctx, "llama-tiny", 2, "fp32")
+    assert config["attention"] == "sdpa" and config["recompute"] is False
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_decoder_recompute_same_losses(model, monkeypatch):
+    cfg = get_model(model)
+    tokens = synthetic_batch(cfg, 2, torch.device("cpu"), seed=0)
+    losses, block_calls = {}, {}
+    calls, forward = [0], Block.forward
+
+    def counted(self, x):
+        calls[0] += 1
+        return forward(self, x)
+
+    monkeypatch.setattr(Block, "forward", counted)
+    for recompute in (False, True):
+        torch.manual_seed(1234)
+        lm = DecoderLM(cfg, recompute=recompute)
+        calls[0] = 0
+        opt = torch.optim.AdamW(lm.parameters(), lr=1e-3)
+        losses[recompute] = []
+        for _ in range(2):
+            opt.zero_grad()
+            loss = lm_loss(lm(tokens), tokens)
+            loss.backward()
+            opt.step()
+            losses[recompute].append(loss.item())
+        block_calls[recompute] = calls[0]
+    assert block_calls[False] == 2 * cfg.layers and block_calls[True] == 2 * block_calls[False]
+    assert losses[True] == pytest.approx(losses[False], rel=1e-6)

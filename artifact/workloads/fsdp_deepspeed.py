@@ -30,6 +30,7 @@ class FsdpSpec:
     model: ModelConfig
     micro_batch: int
     precision: str
+    recompute: bool = False  # activation recomputation: every block checkpointed
 
     def tokens_per_step(self, world_size: int) -> int:
         return self.micro_batch * self.model.seq_len * world_size
@@ -63,9 +64,9 @@ class FsdpTrainer:
         torch.manual_seed(1234)  # the same initial weights on every rank and in every run
         if device.type == "cuda":
             with deepspeed.zero.Init(config_dict_or_path=config):  # partitioned as built
-                model = DecoderLM(spec.model)
+                model = DecoderLM(spec.model, recompute=spec.recompute)
         else:
-            model = DecoderLM(spec.model)
+            model = DecoderLM(spec.model, recompute=spec.recompute)
         self.params = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
         self.engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
