@@ -15,7 +15,14 @@ def config_for(
     spec = FsdpSpec(training.model_of(ctx, model), micro_batch, precision)
     config_id = f"{model}_fsdp_{precision}_mb{micro_batch}_w{ctx.world_size}"
     config = training.base_config(
-        ctx, model, "fsdp", precision, micro_batch=micro_batch, framework="deepspeed-zero3"
+        ctx,
+        model,
+        "fsdp",
+        precision,
+        micro_batch=micro_batch,
+        framework="deepspeed-zero3",
+        attention="sdpa",  # artifact.workloads.models: torch's scaled_dot_product_attention
+        recompute=spec.recompute,
     )
     return config_id, config, spec
 

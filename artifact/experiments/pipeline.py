@@ -29,6 +29,8 @@ def config_for(
         num_microbatches=microbatches,
         stages=ctx.world_size,
         framework="megatron-core-1f1b",
+        attention=spec.attention,
+        recompute=spec.recompute,
         note="; ".join(n for n in notes if n),
     )
     return config_id, config, spec

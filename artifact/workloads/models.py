@@ -3,6 +3,8 @@
 GPT-3: learned positions, LayerNorm, GELU MLP (4h), biases. LLaMA-2: rotary positions,
 RMSNorm, SwiGLU MLP, no biases. Attention is torch's scaled_dot_product_attention
 (causal), so each GPU runs its fused kernel. Sizes come from artifact.config.
+`recompute=True` checkpoints every block (torch.utils.checkpoint, non-reentrant): its
+activations are recomputed in the backward pass instead of kept.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from artifact.config import ModelConfig
 
@@ -52,9 +55,9 @@ class Block(nn.Module):
 
 
 class DecoderLM(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, recompute: bool = False):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.recompute = cfg, recompute
         self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
         self.pos = None if cfg.family == "llama2" else nn.Embedding(cfg.seq_len, cfg.hidden)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
@@ -66,7 +69,10 @@ class DecoderLM(nn.Module):
         if self.pos is not None:
             x = x + self.pos(torch.arange(tokens.shape[1], device=tokens.device))
         for blk in self.blocks:
-            x = blk(x)
+            if self.recompute and torch.is_grad_enabled():
+                x = checkpoint(blk, x, use_reentrant=False)
+            else:
+                x = blk(x)
         return self.head(self.norm(x))
 
 

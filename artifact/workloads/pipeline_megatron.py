@@ -1,8 +1,12 @@
 """Pipeline parallelism as the paper ran it: Megatron-core's 1F1B schedule, one stage a GPU.
 
-The model is Megatron-core's own GPTModel (local layer spec, no Transformer Engine) in
-the paper's GPT-3 or LLaMA-2 shape, split into as many stages as there are ranks
-(tensor and data parallel size 1). `overlap` is Megatron-core's default schedule,
+The model is Megatron-core's own GPTModel in the paper's GPT-3 or LLaMA-2 shape, split
+into as many stages as there are ranks (tensor and data parallel size 1). Its layers are
+Megatron-core's local spec (no Transformer Engine, no Apex) with the core attention
+replaced by torch's fused scaled_dot_product_attention (artifact.workloads.sdpa_attention);
+`attention="local"` keeps Megatron's own unfused DotProductAttention, for comparison.
+`recompute=True` recomputes every layer in the backward pass (Megatron's full, uniform
+activation recomputation, one layer a unit). `overlap` is Megatron-core's default schedule,
 whose batched p2p sends and receives run on NCCL's stream beside compute; `sequential`
 drains the device around every p2p batch and `nocomm` replaces it with a local copy
 into the receive buffers (artifact.modes). With one stage there is no p2p at all: the
@@ -21,11 +25,14 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from artifact.config import ModelConfig
+from artifact.errors import bad_choice
 from artifact.modes import Mode, collectives_in, install_collective_modes
 from artifact.precision import dtype_of, matmul_precision
 from artifact.workloads.models import synthetic_batch
 
 ONE_STAGE_NOTE = "one stage: no pipeline communication, so the modes differ in nothing"
+# "sdpa": torch's fused attention kernels; "local": Megatron-core's unfused DotProductAttention
+ATTENTIONS: tuple[str, ...] = ("sdpa", "local")
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,12 @@ class PipelineSpec:
     micro_batch: int
     num_microbatches: int
     precision: str
+    attention: str = "sdpa"
+    recompute: bool = False
+
+    def __post_init__(self) -> None:
+        if self.attention not in ATTENTIONS:
+            raise bad_choice("attention", self.attention, ATTENTIONS)
 
     def tokens_per_step(self) -> int:
         return self.micro_batch * self.num_microbatches * self.model.seq_len
@@ -62,6 +75,12 @@ def transformer_config(spec: PipelineSpec, device: torch.device):
         pipeline_model_parallel_size=dist.get_world_size(),
         use_cpu_initialization=device.type == "cpu",
         batch_p2p_comm=True,
+        **(
+            # every layer recomputed in the backward pass, one layer a checkpointed unit
+            dict(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+            if spec.recompute
+            else {}
+        ),
     )
 
 
@@ -89,11 +108,16 @@ class PipelineTrainer:
         self.first = parallel_state.is_pipeline_first_stage()
         self.last = parallel_state.is_pipeline_last_stage()
         m = spec.model
+        norm = "RMSNorm" if m.family == "llama2" else "LayerNorm"
+        if spec.attention == "sdpa":
+            from artifact.workloads.sdpa_attention import gpt_layer_spec_sdpa
+
+            layer_spec = gpt_layer_spec_sdpa(normalization=norm)
+        else:
+            layer_spec = get_gpt_layer_local_spec(normalization=norm)
         self.model = GPTModel(
             config=self.config,
-            transformer_layer_spec=get_gpt_layer_local_spec(
-                normalization="RMSNorm" if m.family == "llama2" else "LayerNorm"
-            ),
+            transformer_layer_spec=layer_spec,
             vocab_size=m.vocab,
             max_sequence_length=m.seq_len,
             pre_process=self.first,
@@ -158,5 +182,7 @@ class PipelineTrainer:
         parallel_state.destroy_model_parallel()
 
     def model_flops_per_step(self, world_size: int) -> float:
-        """6 * parameters * tokens of one step (all microbatches; data-parallel size 1)."""
+        """6 * parameters * tokens of one step (all microbatches; data-parallel size 1).
+
+        Recomputation's extra forward pass is not counted: MFU, not hardware FLOP/s."""
         return 6.0 * self.params * self.spec.tokens_per_step()

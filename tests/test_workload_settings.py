@@ -1,0 +1,181 @@
+"""Workload settings on CPU: the pipeline's SDPA core attention against Megatron-core's own
+(2 gloo processes, 2-stage 1F1B, fp32), activation recomputation in both workloads, and
+the records naming both choices."""
+
+import os
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from artifact.config import get_model
+from artifact.errors import ArtifactError
+from artifact.workloads.models import Block, DecoderLM, lm_loss, synthetic_batch
+from artifact.workloads.pipeline_megatron import PipelineSpec
+
+STEPS = 3
+MODELS = ("gpt-tiny", "llama-tiny")
+# (attention, recompute, causal): the last is a broken SDPA that attends to later tokens,
+# to show the comparison can fail
+VARIANTS = (("sdpa", False, True), ("local", False, True), ("sdpa", True, True))
+BROKEN = ("sdpa", False, False)
+
+
+def _pipeline_worker(rank: int, port: int, results) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    from megatron.core.transformer.enums import AttnMaskType
+
+    from artifact.modes import Mode
+    from artifact.workloads import sdpa_attention
+    from artifact.workloads.pipeline_megatron import PipelineTrainer
+
+    cls = sdpa_attention.SdpaDotProductAttention
+    forward, calls = cls.forward, [0]
+    causal = [True]
+
+    def counted(self, q, k, v, mask, attn_mask_type=None, **kw):
+        calls[0] += 1
+        if not causal[0]:
+            attn_mask_type = AttnMaskType.no_mask
+        return forward(self, q, k, v, mask, attn_mask_type=attn_mask_type, **kw)
+
+    cls.forward = counted
+    out = {}
+    for model in MODELS:
+        for attention, recompute, is_causal in (*VARIANTS, BROKEN):
+            causal[0], calls[0] = is_causal, 0
+            spec = PipelineSpec(get_model(model), 2, 2, "fp32", attention, recompute)
+            trainer = PipelineTrainer(spec, torch.device("cpu"))
+            losses = [trainer.step(Mode.OVERLAP) for _ in range(STEPS)]
+            out[(model, attention, recompute, is_causal)] = (
+                [float(x) for x in losses] if trainer.last else None,
+                calls[0],
+            )
+    cls.forward = forward
+    out["modules"] = _compare_modules(trainer.config)
+    results[rank] = out
+    dist.destroy_process_group()
+
+
+def _compare_modules(config) -> dict[str, float]:
+    """Largest |SDPA - DotProductAttention| on random q, k, v; and with grouped queries."""
+    import dataclasses
+
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+    from megatron.core.transformer.enums import AttnMaskType
+
+    from artifact.workloads.sdpa_attention import SdpaDotProductAttention
+
+    diffs = {}
+    for name, groups, mask in (
+        ("causal", None, AttnMaskType.causal),
+        ("gqa", 2, AttnMaskType.causal),
+        ("no_mask", None, AttnMaskType.no_mask),
+    ):
+        cfg = dataclasses.replace(config, num_query_groups=groups)
+        g = torch.Generator().manual_seed(0)
+        sq, b, n, hn = 32, 2, cfg.num_attention_heads, cfg.kv_channels
+        q = torch.randn(sq, b, n, hn, generator=g)
+        k, v = (torch.randn(sq, b, cfg.num_query_groups, hn, generator=g) for _ in range(2))
+        ours = SdpaDotProductAttention(cfg, 1, mask, "self")(q, k, v, None)
+        # DotProductAttention applies the causal mask whatever it is told (mask None)
+        theirs = DotProductAttention(cfg, 1, AttnMaskType.causal, "self")(q, k, v, None)
+        assert ours.shape == theirs.shape == (sq, b, n * hn)
+        diffs[name] = float((ours - theirs).abs().max())
+    return diffs
+
+
+@pytest.fixture(scope="module")
+def pipeline_losses():
+    manager = mp.Manager()
+    results = manager.dict()
+    port = 30000 + os.getpid() % 1000
+    mp.spawn(_pipeline_worker, args=(port, results), nprocs=2, join=True)
+    return dict(results)
+
+
+def test_sdpa_module_matches_dot_product_attention(pipeline_losses):
+    diffs = pipeline_losses[1]["modules"]
+    assert diffs["causal"] < 1e-5 and diffs["gqa"] < 1e-5
+    assert diffs["no_mask"] > 0.1  # the comparison sees a dropped causal mask
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_sdpa_attention_matches_megatron_local(pipeline_losses, model):
+    last = pipeline_losses[1]
+    sdpa, _ = last[(model, "sdpa", False, True)]
+    local, _ = last[(model, "local", False, True)]
+    assert len(sdpa) == STEPS and sdpa[-1] < sdpa[0]  # it trains
+    assert sdpa == pytest.approx(local, rel=1e-4)
+    # the same comparison fails for non-causal SDPA (later tokens visible)
+    broken, _ = last[(model, "sdpa", False, False)]
+    assert broken != pytest.approx(local, rel=1e-4)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_pipeline_recompute_same_losses_and_recomputes(pipeline_losses, model):
+    for rank in (0, 1):
+        _, plain = pipeline_losses[rank][(model, "sdpa", False, True)]
+        _, again = pipeline_losses[rank][(model, "sdpa", True, True)]
+        # one layer a stage, 2 microbatches a step: attention runs again in the backward
+        assert plain == STEPS * 2 and again == 2 * plain
+        _, local = pipeline_losses[rank][(model, "local", False, True)]
+        assert local == 0  # the local spec does not use the SDPA module
+    plain, _ = pipeline_losses[1][(model, "sdpa", False, True)]
+    again, _ = pipeline_losses[1][(model, "sdpa", True, True)]
+    assert again == pytest.approx(plain, rel=1e-5)
+
+
+def test_attention_is_validated():
+    with pytest.raises(ArtifactError, match="unknown attention 'flash'; accepted: sdpa, local"):
+        PipelineSpec(get_model("gpt-tiny"), 2, 2, "fp32", attention="flash")
+
+
+def test_records_name_attention_and_recompute():
+    from artifact.experiments import fsdp, pipeline
+
+    ctx = SimpleNamespace(
+        preset=SimpleNamespace(global_batch=4),
+        world_size=2,
+        device=torch.device("cpu"),
+        provenance={},
+        options={},
+    )
+    _, config, spec = pipeline.config_for(ctx, "gpt-tiny", 2, "fp32")
+    assert spec.attention == "sdpa" and config["attention"] == "sdpa"
+    assert spec.recompute is False and config["recompute"] is False
+    _, config, spec = fsdp.config_for(ctx, "llama-tiny", 2, "fp32")
+    assert config["attention"] == "sdpa" and config["recompute"] is False
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_decoder_recompute_same_losses(model, monkeypatch):
+    cfg = get_model(model)
+    tokens = synthetic_batch(cfg, 2, torch.device("cpu"), seed=0)
+    losses, block_calls = {}, {}
+    calls, forward = [0], Block.forward
+
+    def counted(self, x):
+        calls[0] += 1
+        return forward(self, x)
+
+    monkeypatch.setattr(Block, "forward", counted)
+    for recompute in (False, True):
+        torch.manual_seed(1234)
+        lm = DecoderLM(cfg, recompute=recompute)
+        calls[0] = 0
+        opt = torch.optim.AdamW(lm.parameters(), lr=1e-3)
+        losses[recompute] = []
+        for _ in range(2):
+            opt.zero_grad()
+            loss = lm_loss(lm(tokens), tokens)
+            loss.backward()
+            opt.step()
+            losses[recompute].append(loss.item())
+        block_calls[recompute] = calls[0]
+    assert block_calls[False] == 2 * cfg.layers and block_calls[True] == 2 * block_calls[False]
+    assert losses[True] == pytest.approx(losses[False], rel=1e-6)
