@@ -63,7 +63,7 @@ def torchrun_command(
 
 
 def launch(log_path: Path, **kwargs: Any) -> int:
-    """Run the ranks to completion, their output both on the console and in `log_path`;
+    """Run the ranks to completion, their output both on stderr and in `log_path`;
     returns torchrun's exit code.
 
     Any exception here (Ctrl-C, or the SIGTERM the CLI turns into one) stops torchrun,
@@ -84,7 +84,7 @@ def launch(log_path: Path, **kwargs: Any) -> int:
         )
         try:
             for line in proc.stdout:
-                sys.stdout.write(line)
+                sys.stderr.write(line)  # the ranks log to stderr; the CLI prints to stdout
                 log.write(line)
             return proc.wait()
         except BaseException:

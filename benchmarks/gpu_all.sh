@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# README's main command (`nox -s all`, quick defaults) on a lent GPU, resumable across
+# device calls of at most 10 minutes. The run folder comes back as OUT_DIR/run.tgz
+# (without the profiler traces); hand it to the next call as RESUME_TGZ and nox -s all
+# resumes it: finished repetitions are kept, the rest run. Read-only on the GPU.
+# Usage, from the repository root: bash benchmarks/gpu_all.sh OUT_DIR SECONDS [RESUME_TGZ]
+set -uo pipefail
+out=${1:?out dir}; seconds=${2:?seconds}; resume=${3:-}
+run=/tmp/all-quick
+mkdir -p "$out" "$run"
+[ -n "$resume" ] && tar xzf "$resume" -C "$run"
+export ARTIFACT_SYSTEM_PYTHON=1 PYTHONUNBUFFERED=1
+start=$(date +%s)
+timeout "$seconds" python3 -m nox -s all -- --out "$run" > "$out/nox.log" 2>&1
+echo "nox -s all exit $? after $(( $(date +%s) - start )) s"
+grep -a "nox > " "$out/nox.log" | tail -n 20
+gzip -f "$out/nox.log"
+tar czf "$out/run.tgz" -C "$run" --exclude='./traces/*/*.json' .
