@@ -243,6 +243,13 @@ def judge_number(item, rows: pd.DataFrame, configs: dict) -> dict:
     return _verdict(item, verdict, reason, exp, tols, mean, lo, hi)
 
 
+def _names(rows: pd.DataFrame) -> list[str]:
+    """Config ids, with their figure where the rows span several figures."""
+    if rows["figure"].nunique() <= 1:
+        return list(rows["config_id"])
+    return [f"{c} ({f})" for f, c in zip(rows["figure"], rows["config_id"], strict=True)]
+
+
 def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) -> dict:
     kind = item["kind"]
     if kind == "every_row_positive":
@@ -251,7 +258,7 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
         reason = (
             f"CI above 0 in all {len(rows)} configuration(s)"
             if ok
-            else f"{len(bad)} of {len(rows)} configuration(s) not above 0: {', '.join(bad['config_id'])}"
+            else f"{len(bad)} of {len(rows)} configuration(s) not above 0: {', '.join(_names(bad))}"
         )
         return _verdict(
             item,
@@ -382,10 +389,14 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
             else item["greater_metric"]
         )
         rows = select(summary, item["rows"], metric)
-        if metric in NEEDS_COMMUNICATION and not rows.empty:
+        if metric in NEEDS_COMMUNICATION:
             ran = with_communication(summary)
+            # the configurations the item is about, whatever metrics they have: without
+            # communication the overlap fraction has no rows at all (it is undefined)
+            about = select(summary, {k: v for k, v in item["rows"].items() if k != "mode"}, None)
+            keys = set(zip(about["figure"], about["config_id"], strict=True))
             rows = rows[[k in ran for k in zip(rows["figure"], rows["config_id"], strict=True)]]
-            if rows.empty:
+            if rows.empty and keys and not keys & ran:
                 rows_out.append(_verdict(item, "not applicable", NO_COMMUNICATION_REASON, *exp))
                 continue
         if rows.empty:
