@@ -108,7 +108,6 @@ def run_configs(
 ) -> None:
     """Measure every mode of every configuration, skipping repetitions already on disk
     and configurations the device cannot run (recorded with their reason)."""
-    peaks: dict[str, float] = {}
     names = tuple(m.value for m in MODES)
     for config_id, config, spec in configs:
         todo = [r for r in range(ctx.reps) if not rep_done(ctx, config_id, names, r)]
@@ -123,10 +122,9 @@ def run_configs(
             continue
         free = capability.free_memory_bytes(ctx.device)
         try:
-            if spec.precision not in peaks:
-                peaks[spec.precision] = peak_matmul_tflops(ctx.device, spec.precision)
+            peak = peak_matmul_tflops(ctx.device, spec.precision)  # once a process
             config = {**config, "memory_estimate_gib": needed / memory.GIB}
-            _measure(ctx, config_id, config, spec, todo, make_trainer, peaks[spec.precision])
+            _measure(ctx, config_id, config, spec, todo, make_trainer, peak)
         except torch.OutOfMemoryError:
             reason = (
                 f"out of memory at micro-batch {spec.micro_batch}: about "
