@@ -1,0 +1,58 @@
+"""The memory estimate the capability check uses, against peaks measured on an H200.
+
+results/h200x1/all-quick holds every training configuration's measured peak
+(`peak_memory_gib`, torch.cuda.max_memory_allocated) beside the estimate the run
+used to decide whether it fits (`memory_estimate_gib` in configs.json)."""
+
+import dataclasses
+import json
+
+import pandas as pd
+import pytest
+
+from artifact import memory
+from artifact.config import get_model
+from tests.conftest import ROOT
+
+RUN = ROOT / "results" / "h200x1" / "all-quick"
+
+
+def _measured():
+    summary = pd.read_csv(RUN / "summary.csv")
+    peaks = summary[(summary["metric"] == "peak_memory_gib") & (summary["mode"] == "overlap")]
+    configs = json.loads((RUN / "configs.json").read_text())
+    return [
+        pytest.param(configs[r.config_id], r.mean, id=f"{r.figure}-{r.config_id}")
+        for r in peaks.itertuples()
+        if configs[r.config_id].get("parallelism") in ("fsdp", "pipeline")
+    ]
+
+
+def _estimate(config) -> float:
+    model = dataclasses.replace(get_model(config["model"]), seq_len=config["seq_len"])
+    if config["parallelism"] == "pipeline":
+        needed = memory.pipeline_bytes(
+            model,
+            config["micro_batch"],
+            config["num_microbatches"],
+            config["precision"],
+            config["stages"],
+            materialised_attention=config["attention"] == "local",
+        )
+    else:
+        needed = memory.fsdp_bytes(
+            model, config["micro_batch"], config["precision"], config["world_size"]
+        )
+    return needed / memory.GIB
+
+
+def test_the_h200_run_has_training_peaks():
+    assert {p.values[0]["parallelism"] for p in _measured()} == {"fsdp", "pipeline"}
+    assert {p.values[0]["precision"] for p in _measured()} == {"fp32", "tf32", "fp16", "bf16"}
+
+
+@pytest.mark.parametrize("config,peak", _measured())
+def test_estimate_within_20_percent_of_the_measured_peak(config, peak):
+    estimate = _estimate(config)
+    assert estimate == pytest.approx(config["memory_estimate_gib"], rel=1e-9)  # what the run used
+    assert estimate == pytest.approx(peak, rel=0.20), (config["model"], config["precision"])
