@@ -190,8 +190,16 @@ def _verdict(
         "ci_low": lo,
         "ci_high": hi,
         "verdict": verdict,
-        "reason": reason,
+        "reason": _sentence(reason),
     }
+
+
+def _sentence(text: str) -> str:
+    """A reason as a sentence: capital first, full stop last."""
+    text = text.strip()
+    if not text:
+        return text
+    return text[0].upper() + text[1:] + ("" if text.endswith((".", ")", "!", "?")) else ".")
 
 
 def _aggregate(item, rows: pd.DataFrame, configs: dict) -> tuple[float, float, float, str]:

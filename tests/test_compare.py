@@ -290,5 +290,6 @@ def test_reasons_are_sentences_not_reprs(tmp_path, expected_dir):
     rows = [_row("a_fsdp", "fsdp", 0.02, -0.01, 0.05), _row("a_pp", "pipeline", 0.03, 0.01, 0.05)]
     v = compare(_folder(tmp_path, rows, {}), expected_dir).set_index("item")
     reason = v.loc["fsdp_more", "reason"]
-    assert "parallelism fsdp" in reason and "parallelism pipeline" in reason
+    assert reason.startswith("Parallelism fsdp") and "parallelism pipeline" in reason
     assert not any(c in reason for c in "{}'"), reason
+    assert all(r[0].isupper() and r.endswith((".", ")")) for r in v["reason"]), list(v["reason"])
