@@ -247,7 +247,7 @@ def judge_number(item, rows: pd.DataFrame, configs: dict) -> dict:
         how += "; one repetition, so no CI: the mean is compared"
     hit = lo <= band[1] and hi >= band[0]
     verdict = "reproduced" if hit else "not reproduced"
-    reason = f"95% CI [{_fmt(lo)}, {_fmt(hi)}] {'meets' if hit else 'misses'} [{_fmt(band[0])}, {_fmt(band[1])}] ({how})"
+    reason = f"The 95% CI [{_fmt(lo)}, {_fmt(hi)}] {'meets' if hit else 'misses'} [{_fmt(band[0])}, {_fmt(band[1])}] ({how})"
     return _verdict(item, verdict, reason, exp, tols, mean, lo, hi)
 
 
