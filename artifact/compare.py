@@ -264,9 +264,9 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
         bad = rows[~(rows["ci_low"].fillna(rows["mean"]) > 0)]
         ok = bad.empty
         reason = (
-            f"CI above 0 in all {len(rows)} configuration(s)"
+            f"The CI is above 0 in all {len(rows)} configuration(s)"
             if ok
-            else f"{len(bad)} of {len(rows)} configuration(s) not above 0: {', '.join(_names(bad))}"
+            else f"Not above 0 in {len(bad)} of {len(rows)} configuration(s): {', '.join(_names(bad))}"
         )
         return _verdict(
             item,
