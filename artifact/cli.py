@@ -208,7 +208,7 @@ def cmd_restore_caps(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from artifact.compare import write_verdicts
+    from artifact.compare import VERDICTS, write_verdicts
 
     out = Path(args.dir)
     if not out.is_dir():
@@ -221,12 +221,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         table.add_row(r.figure, r.item, r.verdict, r.reason)
     console.print(table)
     counts = verdicts["verdict"].value_counts()
-    console.print(
-        ", ".join(
-            f"{v}: {counts.get(v, 0)}"
-            for v in ("reproduced", "not reproduced", "not applicable", "not run")
-        )
-    )
+    console.print(", ".join(f"{v}: {counts.get(v, 0)}" for v in VERDICTS))
     return 0
 
 

@@ -29,7 +29,11 @@ from artifact.errors import ArtifactError
 from artifact.store import RunStore
 
 EXPECTED_DIR = REPO_ROOT / "expected"
-VERDICTS = ("reproduced", "not reproduced", "not applicable", "not run")
+VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not applicable", "not run")
+# Fewer repetitions than this and a number is not judged either way (docs/measurement.md,
+# "Statistics"): at n = 3 even an honest interval is too wide to tell much, and the
+# bootstrap intervals this replaced covered the truth only 73 % of the time.
+MIN_REPETITIONS = 5
 COLUMNS = [
     "figure",
     "item",
@@ -40,6 +44,8 @@ COLUMNS = [
     "ci_high",
     "verdict",
     "reason",
+    "n",
+    "ci_method",
 ]
 AGGREGATES = ("mean", "max", "cap_increase")
 CLAIM_KINDS = {
@@ -425,6 +431,16 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
             if item["section"] == "numbers"
             else judge_claim(item, rows, summary, configs)
         )
+        n = int(rows["n"].min())
+        v["n"] = n
+        if "ci_method" in rows:
+            v["ci_method"] = "; ".join(sorted(set(rows["ci_method"].dropna().astype(str))))
+        if v["verdict"] in ("reproduced", "not reproduced") and n < MIN_REPETITIONS:
+            v["verdict"] = "inconclusive"
+            v["reason"] = (
+                f"Too few repetitions to judge (n = {n}; a verdict needs {MIN_REPETITIONS}): "
+                + v["reason"]
+            )
         if rows["parallelism"].astype(str).str.startswith("proxy").any():
             v["reason"] += " (rows include one-GPU proxies)"
         rows_out.append(v)

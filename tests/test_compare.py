@@ -164,6 +164,8 @@ def test_every_verdict(tmp_path, expected_dir):
         "ci_high",
         "verdict",
         "reason",
+        "n",  # added by the statistics issue: columns change only by addition
+        "ci_method",
     ]
     got = verdicts_of(v)
     # mean of means 0.177, mean CI [0.153, 0.203] meets [0.15, 0.25]
@@ -293,3 +295,18 @@ def test_reasons_are_sentences_not_reprs(tmp_path, expected_dir):
     assert reason.startswith("Parallelism fsdp") and "parallelism pipeline" in reason
     assert not any(c in reason for c in "{}'"), reason
     assert all(r[0].isupper() and r.endswith((".", ")")) for r in v["reason"]), list(v["reason"])
+
+
+def test_too_few_repetitions_is_inconclusive(tmp_path, expected_dir):
+    """n = 3: the same rows that give 'reproduced' at n = 5 are not judged either way."""
+    rows = [
+        {**_row("small_fsdp", "fsdp", 0.18, 0.16, 0.21), "n": 3},
+        {**_row("big_fsdp", "fsdp", 0.30, 0.27, 0.33), "n": 3},
+        {**_row("small_pp", "pipeline", 0.05, 0.03, 0.07), "n": 3},
+    ]
+    configs = {"small_fsdp": {"params": 1e9}, "big_fsdp": {"params": 13e9}, "small_pp": {}}
+    v = compare(_folder(tmp_path, rows, configs), expected_dir).set_index("item")
+    for item in ("slowdown_mean", "all_positive", "fsdp_more", "grows_with_size"):
+        assert v.loc[item, "verdict"] == "inconclusive", item
+        assert v.loc[item, "reason"].startswith("Too few repetitions to judge (n = 3")
+        assert v.loc[item, "n"] == 3

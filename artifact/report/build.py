@@ -15,7 +15,7 @@ import pandas as pd
 from artifact import validation
 from artifact.aggregate import COLUMNS as SUMMARY_COLUMNS
 from artifact.aggregate import by_key
-from artifact.compare import write_verdicts
+from artifact.compare import VERDICTS, write_verdicts
 from artifact.config import EXTRA_EXPERIMENTS, FIGURES
 from artifact.env import FINGERPRINT_KEYS
 from artifact.experiments import records_figure
@@ -127,12 +127,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
 
     doc.h(1, "Verdicts")
     counts = verdicts["verdict"].value_counts()
-    doc.p(
-        ", ".join(
-            f"{v}: {counts.get(v, 0)}"
-            for v in ("reproduced", "not reproduced", "not applicable", "not run")
-        )
-    )
+    doc.p(", ".join(f"{v}: {counts.get(v, 0)}" for v in VERDICTS))
     doc.table(
         ["figure", "item", "expected", "tol.", "mean", "95% CI", "verdict", "reason"],
         [
