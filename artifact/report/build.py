@@ -129,7 +129,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     counts = verdicts["verdict"].value_counts()
     doc.p(", ".join(f"{v}: {counts.get(v, 0)}" for v in VERDICTS))
     doc.table(
-        ["figure", "item", "expected", "tol.", "mean", "95% CI", "verdict", "reason"],
+        ["figure", "item", "expected", "tol.", "mean", "95% CI", "n", "verdict", "reason"],
         [
             [
                 r.figure,
@@ -138,6 +138,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
                 r.tolerance,
                 _f(r.mean),
                 "-" if pd.isna(r.ci_low) else f"[{_f(r.ci_low)}, {_f(r.ci_high)}]",
+                "-" if pd.isna(r.n) else f"{int(r.n)}",
                 r.verdict,
                 r.reason,
             ]
