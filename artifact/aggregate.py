@@ -14,11 +14,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from artifact import metrics as eq
+from artifact.errors import ArtifactError
 from artifact.metrics import describe, describe_derived
 
 DIMENSIONS = ("figure", "gpu", "model", "parallelism", "precision", "mode", "metric")
@@ -78,6 +80,27 @@ MODE_DERIVED = [
     # back-to-back compute slower than compute between communication gaps), the two differ.
     ratio("slowdown_vs_nocomm", ("overlap", "compute_ms"), ("nocomm", "compute_ms")),
 ]
+
+
+def load_summary(out: Path) -> pd.DataFrame:
+    """OUT/summary.csv, checked: a missing, empty or malformed one is a one-line error."""
+    path = Path(out) / "summary.csv"
+    if not Path(out).is_dir():
+        raise ArtifactError(f"no results folder '{out}'")
+    if not path.is_file():
+        raise ArtifactError(
+            f"no summary.csv in '{out}': run `python -m artifact summarize {out}` first"
+        )
+    try:
+        summary = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ArtifactError(f"'{path}' is not a summary table ({str(e).splitlines()[0]})") from None
+    missing = [c for c in COLUMNS[: len(DIMENSIONS) + len(STATS)] if c not in summary.columns]
+    if missing:
+        raise ArtifactError(
+            f"'{path}' is not a summary table: missing columns {', '.join(missing)}"
+        )
+    return summary
 
 
 def by_key(summary: pd.DataFrame) -> pd.DataFrame:

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from artifact import env as envmod
+from artifact import procs
 from artifact.config import (
     PARALLELISMS,
     PRECISIONS,
@@ -58,6 +59,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from artifact.store import RunStore, default_out_dir, ensure_writable
 
     figure = check_figure(args.figure)
+    lock = None
+    if args.out and Path(args.out).is_dir():  # refuse a held folder before torch loads
+        lock = procs.FolderLock(Path(args.out)).acquire()
     device = resolve_device(args.device)
     preset = get_preset(args.preset or ("tiny" if device == "cpu" else "quick"))
     if device == "cpu" and preset.device != "cpu":
@@ -98,9 +102,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if hasattr(experiment, "check_options"):
         experiment.check_options(preset, options)
     out = ensure_writable(Path(args.out) if args.out else default_out_dir(preset.name))
+    lock = lock or procs.FolderLock(out).acquire()  # held until this process exits
     console.print(f"[bold]{figure}[/]: preset {preset.name}, {device} x{nproc}, out {out}")
     log_path = out / "logs" / f"{figure}.log"
     store = RunStore(out)
+    if removed := store.clean_partial():
+        console.print(f"removed {removed} half-written file(s) a killed run left in {out}")
+    for stale in procs.clear_stale_build_locks():
+        console.print(f"removed a build lock a killed run left behind: {stale}")
     try:
         rc = launch.launch(
             log_path,
@@ -151,7 +160,7 @@ def write_summary(out: Path, allow_mixed: bool = False):
 
     store = RunStore(out)
     records = store.records()
-    if not records:
+    if not records and not store.status():
         raise ArtifactError(f"no records under '{store.records_dir}'")
     check_uniform_env(records, allow_mixed)
     derived = {fig: get_experiment(fig).DERIVED for fig in IMPLEMENTED}

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from artifact.aggregate import COLUMNS as SUMMARY_COLUMNS
+from artifact.aggregate import load_summary
 from artifact.env import REPO_ROOT
 from artifact.errors import ArtifactError
 from artifact.store import RunStore
@@ -123,6 +123,10 @@ def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
                 if not isinstance(item, dict):
                     raise ArtifactError(f"{where}: expected a mapping")
                 _need(where, item, keys)
+                if not isinstance(item["rows"], dict):
+                    raise ArtifactError(
+                        f"{where}: 'rows' must be a mapping like {{figure: fig4, mode: derived}}, got {item['rows']!r}"
+                    )
                 if section == "numbers":
                     if item["aggregate"] not in AGGREGATES:
                         raise ArtifactError(
@@ -368,8 +372,7 @@ def _scope_gpus(summary: pd.DataFrame) -> list[str]:
 
 def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     items = load_expected(expected_dir)
-    path = Path(out) / "summary.csv"
-    summary = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=list(SUMMARY_COLUMNS))
+    summary = load_summary(out)
     cfg_path = Path(out) / "configs.json"
     configs = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
     status = RunStore(out).status()

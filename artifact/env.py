@@ -18,8 +18,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import torch
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # NCCL/RCCL settings that change collective bandwidth; recorded with every result.
@@ -56,6 +54,8 @@ FINGERPRINT_KEYS = (
 
 def device_kind() -> str:
     """'cuda', 'rocm' or 'cpu' for this machine."""
+    import torch  # here, not at the top: the CLI answers bad input before torch loads
+
     if not torch.cuda.is_available():
         return "cpu"
     return "rocm" if torch.version.hip else "cuda"
@@ -99,6 +99,8 @@ def _amdsmi_driver() -> str | None:
 
 
 def _nccl_version() -> str | None:
+    import torch
+
     if not torch.cuda.is_available():
         return None
     try:
@@ -130,6 +132,8 @@ def git_commit() -> str:
 
 def capture() -> dict[str, Any]:
     """Everything provenance needs, as plain JSON-serialisable values."""
+    import torch
+
     kind = device_kind()
     gpu_count = torch.cuda.device_count() if kind != "cpu" else 0
     gpu_model = torch.cuda.get_device_name(0) if gpu_count else None

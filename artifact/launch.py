@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from artifact import procs
 
 RUN_HEADER = "==== run:"  # starts each run's part of a figure's log
 # a Python exception's last line in the ranks' output ("ValueError: Type fp16 is not ...")
@@ -81,6 +84,8 @@ def launch(log_path: Path, **kwargs: Any) -> int:
             stderr=subprocess.STDOUT,
             text=True,
             env=env,
+            # the CLI killed (even with SIGKILL): torchrun is told, and stops its workers
+            preexec_fn=lambda: procs.die_with_parent(signal.SIGTERM),
         )
         try:
             for line in proc.stdout:

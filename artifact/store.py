@@ -27,6 +27,8 @@ from artifact import env as envmod
 from artifact.errors import ArtifactError
 
 SCHEMA_VERSION = 1
+UMASK = os.umask(0o022)  # read the process's umask (only way to read it) ...
+os.umask(UMASK)  # ... and put it back
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]*$")
 
 
@@ -35,6 +37,7 @@ def atomic_write(path: Path, write: Callable[[IO[str]], object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp's 0600 would hide results from other uids
         with os.fdopen(fd, "w") as f:
             write(f)
             f.flush()
@@ -149,8 +152,14 @@ class RunStore:
         base = self.records_dir / figure if figure else self.records_dir
         out = []
         for path in sorted(base.glob("**/rep-*.json")):
-            with path.open() as f:
-                out.append(json.load(f))
+            try:
+                with path.open() as f:
+                    out.append(json.load(f))
+            except json.JSONDecodeError as e:
+                raise ArtifactError(
+                    f"{path}: not a valid record ({e.msg} at line {e.lineno}); "
+                    "delete it and re-run to measure that repetition again"
+                ) from None
         return out
 
     def clean_partial(self) -> int:

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from artifact import env as envmod
+from artifact import procs
 from artifact.config import get_preset
 from artifact.experiments import get_experiment
 from artifact.measure import power
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reps", type=int, required=True)
     p.add_argument("--options", default="{}")
     args = p.parse_args(argv)
+    procs.die_with_parent()  # torchrun gone (killed with its launcher): this rank goes too
 
     # DeepSpeed calls torch.distributed functions that torch 2.13 marks deprecated; the
     # warning repeats on every call and buries the run's own log.

@@ -13,8 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from artifact import validation
-from artifact.aggregate import COLUMNS as SUMMARY_COLUMNS
-from artifact.aggregate import by_key
+from artifact.aggregate import by_key, load_summary
 from artifact.compare import VERDICTS, write_verdicts
 from artifact.config import EXTRA_EXPERIMENTS, FIGURES
 from artifact.env import FINGERPRINT_KEYS
@@ -102,12 +101,7 @@ def _first_line(summary: pd.DataFrame, configs: dict) -> str:
 
 def build(out: Path) -> tuple[Doc, list[Path]]:
     store = RunStore(out)
-    summary_path = out / "summary.csv"
-    summary = (
-        pd.read_csv(summary_path)
-        if summary_path.is_file()
-        else pd.DataFrame(columns=list(SUMMARY_COLUMNS))
-    )
+    summary = load_summary(out)
     verdicts = write_verdicts(out)
     status = store.status()
     records = store.records()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import matplotlib
@@ -63,9 +64,17 @@ STATE_COLORS = {
 def _save(fig, out_dir: Path, name: str) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / f"{name}.png"
-    fig.savefig(png, dpi=110, bbox_inches="tight")
-    fig.savefig(out_dir / f"{name}.pdf", bbox_inches="tight")
-    plt.close(fig)
+    try:
+        for path, opts in ((png, {"dpi": 110}), (out_dir / f"{name}.pdf", {})):
+            # temporary name, then rename: a kill never leaves a truncated figure behind
+            tmp = path.with_name(f".{path.name}.tmp")
+            try:
+                fig.savefig(tmp, format=path.suffix[1:], bbox_inches="tight", **opts)
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+    finally:
+        plt.close(fig)
     return png
 
 

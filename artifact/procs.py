@@ -1,0 +1,100 @@
+"""One process tree, one fate; one writer a results folder.
+
+- `die_with_parent()`: a process asks the kernel to kill it when its parent dies
+  (Linux prctl PR_SET_PDEATHSIG). torchrun starts every worker in a session of its own,
+  so `kill -9` of the launcher's process group used to leave the workers measuring and
+  writing; now the CLI's death takes torchrun, and torchrun's takes the workers.
+- `FolderLock`: a run holds an exclusive flock on OUT/.run.lock for its whole life; a
+  second run into the same folder is refused at once, naming the holder.
+- `clear_stale_build_locks()`: torch's extension loader guards a build with a lock file
+  that a killed build leaves behind; the next run then waits on it forever, silently.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from artifact.errors import ArtifactError
+
+log = logging.getLogger(__name__)
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Have the kernel send `sig` to this process when its parent exits (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, sig)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+class FolderLock:
+    """An exclusive lock on a results folder, held until `release()` or process exit."""
+
+    def __init__(self, out: Path):
+        self.path = Path(out) / ".run.lock"
+        self.fd: int | None = None
+
+    def acquire(self) -> FolderLock:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 200).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            pid = holder.split()[0]
+            cmd = _cmdline(int(pid)) if pid.isdigit() else ""
+            raise ArtifactError(
+                f"'{self.path.parent}' is in use by another run (pid {pid}: {cmd or holder}); "
+                "wait for it, or give another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()} {_cmdline(os.getpid())}\n".encode())
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+
+def extensions_dir() -> Path:
+    """Where torch's C++ extension loader builds (TORCH_EXTENSIONS_DIR or its default)."""
+    env = os.environ.get("TORCH_EXTENSIONS_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "torch_extensions"
+
+
+def _building_now() -> bool:
+    """Whether a live process other than this one is compiling or running our workers."""
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        cmd = _cmdline(int(entry.name))
+        if "artifact.worker" in cmd or "ninja" in cmd.split()[:1] or "cc1plus" in cmd:
+            return True
+    return False
+
+
+def clear_stale_build_locks(root: Path | None = None) -> list[Path]:
+    """Remove extension build locks no live build can hold; returns what was removed."""
+    locks = sorted((root or extensions_dir()).glob("*/*/lock"))
+    if not locks or _building_now():
+        return []
+    for lock in locks:
+        lock.unlink(missing_ok=True)
+    return locks
