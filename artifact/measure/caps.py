@@ -1,6 +1,6 @@
 """Power caps that always put the machine back as they found it.
 
-Capping changes a machine that others may share, so (DESIGN.md section 3):
+Capping changes a machine that others may share, so (docs/design.md section 3):
 - nothing is changed without --allow-power-cap (`require_permission`);
 - the original limits of every GPU are saved to a state file *before* the first change;
 - they are restored on normal exit, on an exception, on SIGINT and on SIGTERM;

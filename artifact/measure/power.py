@@ -1,6 +1,6 @@
 """GPU power telemetry: a background sampler over the device layer (NVML, AMD-SMI or none).
 
-What is read (DESIGN.md section 3, "Power"):
+What is read (docs/design.md section 3, "Power"):
 - power: NVML's nvmlDeviceGetPowerUsage (a ~1 s running average on parts other than
   A100, per NVIDIA's documentation) and, where the field exists, the instant reading
   NVML_FI_DEV_POWER_INSTANT, from which peaks are taken; AMD-SMI's socket power;
