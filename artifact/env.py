@@ -1,15 +1,12 @@
 """Environment capture: what ran, on what, with which stack (provenance of every record).
 
 Nothing here imports DeepSpeed or Megatron-core (slow, noisy imports): their versions
-come from package metadata. GPU libraries are probed defensively, because on a machine
-without a driver NVML raises NVMLError_LibraryNotFound and `import amdsmi` raises
-KeyError after printing to stdout (DESIGN.md section 7).
+come from package metadata. The driver version comes from the GPU device layer
+(artifact.measure.device), which probes NVML and AMD-SMI defensively.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import platform
 import socket
@@ -17,6 +14,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from artifact.measure import device
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,36 +67,6 @@ def _package_version(dist: str) -> str | None:
         return None
 
 
-def _nvml_driver() -> str | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-        return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:  # no driver, no library, or an old binding: not an error here
-        return None
-
-
-def _amdsmi_driver() -> str | None:
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):  # amdsmi prints on a failed load
-            import amdsmi
-
-            amdsmi.amdsmi_init()
-            try:
-                handle = amdsmi.amdsmi_get_processor_handles()[0]
-                info = amdsmi.amdsmi_get_gpu_driver_info(handle)
-            finally:
-                amdsmi.amdsmi_shut_down()
-        return str(info.get("driver_version"))
-    except Exception:  # KeyError('libamd_smi.so') without ROCm, among others
-        return None
-
-
 def _nccl_version() -> str | None:
     import torch
 
@@ -137,7 +106,8 @@ def capture() -> dict[str, Any]:
     kind = device_kind()
     gpu_count = torch.cuda.device_count() if kind != "cpu" else 0
     gpu_model = torch.cuda.get_device_name(0) if gpu_count else None
-    driver = {"cuda": _nvml_driver, "rocm": _amdsmi_driver}.get(kind, lambda: None)()
+    backend = {"cuda": "nvml", "rocm": "amdsmi"}.get(kind)
+    driver = device.driver_version(backend) if backend else None
     return {
         "device_kind": kind,
         "gpu_model": gpu_model,

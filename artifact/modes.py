@@ -1,4 +1,4 @@
-"""Execution modes (DESIGN.md section 3): same model, same data, same kernel list.
+"""Execution modes (docs/design.md section 3): same model, same data, same kernel list.
 
 - overlap:    collectives are issued asynchronously and waited for when their result
               is needed, so compute runs beside them (the frameworks' default).

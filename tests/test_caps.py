@@ -65,13 +65,39 @@ def test_originals_are_saved_before_the_first_change(fake_gpus):
 def test_restored_after_an_exception(fake_gpus):
     with (
         pytest.raises(RuntimeError),
-        caps.capped([0], allowed=True, power_w=250, sm_clock_mhz=1200),
+        caps.capped([0], allowed=True, power_w=250),
     ):
         assert limits(fake_gpus)["0"] == 250.0
         raise RuntimeError("workload failed")
     assert limits(fake_gpus)["0"] == 700.0
     assert json.loads(fake_gpus.read_text())["0"]["clock_mhz"] is None
     assert not list(caps.state_dir().glob("*.json"))
+
+
+def test_device_setter_saves_and_restores_the_management_limit(tmp_path, monkeypatch):
+    """Through the device layer a cap replaces the management limit, not the enforced one."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+    class Gpu:  # the device layer's side of the seam; enforced below the set limit
+        name = "stand-in"
+        limit_w = 700.0
+
+        def power_limit_w(self):
+            return 650.0
+
+        def management_limit_w(self):
+            return self.limit_w
+
+        def limit_range_w(self):
+            return (200.0, 700.0)
+
+        def set_power_limit_w(self, watts):
+            self.limit_w = watts
+
+    gpu = Gpu()
+    with caps.capped([0], allowed=True, power_w=300, opener=lambda i: caps.DeviceCapSetter(gpu)):
+        assert gpu.limit_w == 300.0
+    assert gpu.limit_w == 700.0
 
 
 def test_restored_on_sigint(fake_gpus):

@@ -6,13 +6,15 @@ that grows at a known rate.
 """
 
 import math
+import re
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from artifact.errors import ArtifactError
-from artifact.measure import power
+from artifact.measure import device, power
 
 
 class FakeTelemetry:
@@ -42,6 +44,19 @@ def test_auto_backend_on_a_machine_without_gpu_is_none():
     assert backend.name == "none"
     assert all(math.isnan(v) for v in backend.read())
     assert math.isnan(backend.power_limit_w())
+
+
+def test_without_gpu_the_device_layer_says_why_each_backend_failed():
+    with pytest.raises(device.Unavailable, match=r"^nvml: \w+; amdsmi: \w+$"):
+        device.open_gpu(0)
+    assert device.driver_version("nvml") is None
+
+
+def test_only_the_device_layer_calls_nvml_or_amdsmi():
+    package = Path(device.__file__).parents[1]
+    imports = re.compile(r"^\s*(import|from)\s+(pynvml|amdsmi)\b", re.M)
+    callers = [p for p in package.rglob("*.py") if imports.search(p.read_text())]
+    assert callers == [Path(device.__file__)]
 
 
 def test_unknown_backend_is_a_clear_error():

@@ -1,1 +1,1 @@
-"""Measurement: trace -> kernel table, timers, power telemetry, power/clock caps."""
+"""Measurement: trace -> kernel table, timers, the GPU device layer, power telemetry, power caps."""

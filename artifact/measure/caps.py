@@ -1,22 +1,22 @@
-"""Power and SM-clock caps that always put the machine back as they found it.
+"""Power caps that always put the machine back as they found it.
 
-Capping changes a machine that others may share, so (DESIGN.md section 3):
+Capping changes a machine that others may share, so (docs/design.md section 3):
 - nothing is changed without --allow-power-cap (`require_permission`);
 - the original limits of every GPU are saved to a state file *before* the first change;
 - they are restored on normal exit, on an exception, on SIGINT and on SIGTERM;
 - after a hard kill (SIGKILL, power loss) `python -m artifact restore-caps` restores
   them from the state file, which is removed only once the restore succeeded.
 
-`CapSetter` is the one hardware seam: NVML or AMD-SMI on real machines, and a fake
-backed by a JSON file (ARTIFACT_FAKE_CAPS=path) for tests on machines without a GPU.
-Records say which setter applied a cap.
+`CapSetter` is the seam: `DeviceCapSetter` over the device layer (NVML or AMD-SMI,
+artifact.measure.device) on real machines, and a fake backed by a JSON file
+(ARTIFACT_FAKE_CAPS=path) for tests on machines without a GPU. Records say which
+setter applied a cap.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import io
 import json
 import os
 import signal
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from artifact.errors import ArtifactError
+from artifact.measure import device
 from artifact.store import atomic_write_text
 
 FAKE_ENV = "ARTIFACT_FAKE_CAPS"
@@ -53,73 +54,33 @@ def restore_all(opener: Callable[[int], CapSetter] | None = None) -> list[str]:
 class CapSetter(Protocol):
     name: str
 
-    def power_limit_w(self) -> float: ...
+    def power_limit_w(self) -> float:
+        """The limit a cap replaces: what is saved before it and restored after."""
 
     def limit_range_w(self) -> tuple[float, float]: ...
 
     def set_power_limit_w(self, watts: float) -> None: ...
 
-    def lock_sm_clock_mhz(self, mhz: float) -> None: ...
 
-    def reset_sm_clock(self) -> None: ...
+class DeviceCapSetter:
+    """Caps through the device layer (NVML or AMD-SMI): sets and restores the management limit."""
 
-
-class NvmlCapSetter:
-    name = "nvml"
-
-    def __init__(self, index: int):
-        import pynvml
-
-        self._nv = pynvml
-        pynvml.nvmlInit()
-        self._h = pynvml.nvmlDeviceGetHandleByIndex(index)
+    def __init__(self, gpu: device.Device):
+        self._gpu = gpu
+        self.name = gpu.name
 
     def power_limit_w(self) -> float:
-        return self._nv.nvmlDeviceGetPowerManagementLimit(self._h) / 1e3
+        return self._gpu.management_limit_w()
 
     def limit_range_w(self) -> tuple[float, float]:
-        lo, hi = self._nv.nvmlDeviceGetPowerManagementLimitConstraints(self._h)
-        return lo / 1e3, hi / 1e3
+        return self._gpu.limit_range_w()
 
     def set_power_limit_w(self, watts: float) -> None:
-        self._nv.nvmlDeviceSetPowerManagementLimit(self._h, int(round(watts * 1e3)))
-
-    def lock_sm_clock_mhz(self, mhz: float) -> None:
-        self._nv.nvmlDeviceSetGpuLockedClocks(self._h, int(mhz), int(mhz))
-
-    def reset_sm_clock(self) -> None:
-        self._nv.nvmlDeviceResetGpuLockedClocks(self._h)
-
-
-class AmdSmiCapSetter:
-    name = "amdsmi"
-
-    def __init__(self, index: int):
-        with contextlib.redirect_stdout(io.StringIO()):
-            import amdsmi
-        self._a = amdsmi
-        amdsmi.amdsmi_init()
-        self._h = amdsmi.amdsmi_get_processor_handles()[index]
-
-    def power_limit_w(self) -> float:
-        return float(self._a.amdsmi_get_power_cap_info(self._h)["power_cap"]) / 1e6
-
-    def limit_range_w(self) -> tuple[float, float]:
-        info = self._a.amdsmi_get_power_cap_info(self._h)
-        return float(info["min_power_cap"]) / 1e6, float(info["max_power_cap"]) / 1e6
-
-    def set_power_limit_w(self, watts: float) -> None:
-        self._a.amdsmi_set_power_cap(self._h, 0, int(round(watts * 1e6)))
-
-    def lock_sm_clock_mhz(self, mhz: float) -> None:
-        raise ArtifactError("SM-clock caps are not implemented for AMD GPUs; use a power cap")
-
-    def reset_sm_clock(self) -> None:
-        pass  # nothing is ever locked on AMD (see lock_sm_clock_mhz)
+        self._gpu.set_power_limit_w(watts)
 
 
 class FakeCapSetter:
-    """A device whose limits live in a JSON file: {"<index>": {"limit_w", "range_w", "clock_mhz"}}."""
+    """A device whose limits live in a JSON file: {"<index>": {"limit_w", "range_w"}}."""
 
     name = "fake"
 
@@ -148,29 +109,20 @@ class FakeCapSetter:
     def set_power_limit_w(self, watts: float) -> None:
         self._update(limit_w=watts)
 
-    def lock_sm_clock_mhz(self, mhz: float) -> None:
-        self._update(clock_mhz=mhz)
-
-    def reset_sm_clock(self) -> None:
-        self._update(clock_mhz=None)
-
 
 def open_setter(index: int) -> CapSetter:
     """The setter for GPU `index`: the fake if ARTIFACT_FAKE_CAPS is set, else NVML, else AMD-SMI."""
     if os.environ.get(FAKE_ENV):
         return FakeCapSetter(index)
-    errors = []
-    for cls in (NvmlCapSetter, AmdSmiCapSetter):
-        try:
-            return cls(index)
-        except Exception as e:  # no driver / no ROCm
-            errors.append(f"{cls.name}: {type(e).__name__}")
-    raise ArtifactError(f"no GPU power control on this machine ({'; '.join(errors)})")
+    try:
+        return DeviceCapSetter(device.open_gpu(index))
+    except device.Unavailable as e:  # no driver / no ROCm
+        raise ArtifactError(f"no GPU power control on this machine ({e})") from None
 
 
 def require_permission(allowed: bool) -> None:
     if not allowed:
-        raise ArtifactError(f"power and clock caps change the machine: {NEEDS_PERMISSION}")
+        raise ArtifactError(f"power caps change the machine: {NEEDS_PERMISSION}")
 
 
 def scaled_cap_levels(
@@ -209,10 +161,8 @@ def restore_from_file(
     data = json.loads(path.read_text())
     done = []
     for g in data["gpus"]:
-        setter = opener(g["index"])
-        setter.reset_sm_clock()
-        setter.set_power_limit_w(g["limit_w"])
-        done.append(f"GPU {g['index']}: power limit {g['limit_w']:g} W, SM clock unlocked")
+        opener(g["index"]).set_power_limit_w(g["limit_w"])
+        done.append(f"GPU {g['index']}: power limit {g['limit_w']:g} W")
     path.unlink()
     return done
 
@@ -223,11 +173,10 @@ def capped(
     *,
     allowed: bool,
     power_w: float | None = None,
-    sm_clock_mhz: float | None = None,
     state_file: Path | None = None,
     opener: Callable[[int], CapSetter] = open_setter,
 ) -> Iterator[list[CapSetter]]:
-    """Apply a power cap and/or an SM-clock lock to the GPUs for the duration of the block."""
+    """Apply a power cap to the GPUs for the duration of the block."""
     require_permission(allowed)
     state_file = state_file or default_state_file()
     if state_file.exists():
@@ -248,7 +197,6 @@ def capped(
 
     def restore() -> None:
         for sv, s in zip(saved, setters, strict=True):
-            s.reset_sm_clock()
             s.set_power_limit_w(sv.limit_w)
         state_file.unlink(missing_ok=True)
 
@@ -261,11 +209,9 @@ def capped(
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        for s in setters:
-            if power_w is not None:
+        if power_w is not None:
+            for s in setters:
                 s.set_power_limit_w(power_w)
-            if sm_clock_mhz is not None:
-                s.lock_sm_clock_mhz(sm_clock_mhz)
         yield setters
     finally:
         for sig, handler in previous.items():

@@ -2,7 +2,7 @@
 
 A kernel is *communication* if its name matches the NCCL/RCCL kernel patterns (RCCL's
 kernels are also named ncclDevKernel_*) or, on CPU traces, a gloo collective; *memory*
-if it is a memcpy/memset; else *compute* (DESIGN.md section 3).
+if it is a memcpy/memset; else *compute* (docs/design.md section 3).
 
 CPU traces have no kernels, so the same code path is exercised on the host ops: compute
 is the leaf GEMM ops (aten::mm/addmm/bmm/baddbmm: their callers aten::matmul/linear

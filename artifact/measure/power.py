@@ -1,6 +1,6 @@
-"""GPU power telemetry: a background sampler over NVML, AMD-SMI, or nothing.
+"""GPU power telemetry: a background sampler over the device layer (NVML, AMD-SMI or none).
 
-What is read (DESIGN.md section 3, "Power"):
+What is read (docs/design.md section 3, "Power"):
 - power: NVML's nvmlDeviceGetPowerUsage (a ~1 s running average on parts other than
   A100, per NVIDIA's documentation) and, where the field exists, the instant reading
   NVML_FI_DEV_POWER_INSTANT, from which peaks are taken; AMD-SMI's socket power;
@@ -19,8 +19,6 @@ timeline (`label_samples`).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 import threading
 import time
@@ -31,16 +29,19 @@ import numpy as np
 import pandas as pd
 
 from artifact.errors import bad_choice
+from artifact.measure import device
 from artifact.measure.kernels import intersect, intersection_length, merge_intervals
 
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "nvml", "amdsmi", "none")
-FIELDS = ("power_w", "power_instant_w", "energy_j", "sm_clock_mhz", "temp_c")
+FIELDS = device.FIELDS
 DEFAULT_INTERVAL_S = 0.020
 
 
 class Backend(Protocol):
+    """What the sampler reads: a `device` class, or a fake in tests."""
+
     name: str
 
     def read(self) -> tuple[float, ...]:
@@ -54,107 +55,20 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-class NvmlBackend:
-    name = "nvml"
-
-    def __init__(self, index: int):
-        import pynvml
-
-        self._nv = pynvml
-        pynvml.nvmlInit()
-        self._h = pynvml.nvmlDeviceGetHandleByIndex(index)
-        self._instant = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", None)
-        if self._instant is not None:  # older drivers lack the field: fall back to usage
-            v = pynvml.nvmlDeviceGetFieldValues(self._h, [self._instant])[0]
-            if v.nvmlReturn != pynvml.NVML_SUCCESS:
-                self._instant = None
-
-    def read(self) -> tuple[float, ...]:
-        nv, h = self._nv, self._h
-        power = nv.nvmlDeviceGetPowerUsage(h) / 1e3
-        instant = float("nan")
-        if self._instant is not None:
-            instant = nv.nvmlDeviceGetFieldValues(h, [self._instant])[0].value.uiVal / 1e3
-        energy = nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1e3
-        clock = nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)
-        temp = nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)
-        return (power, instant, energy, float(clock), float(temp))
-
-    def power_limit_w(self) -> float:
-        return self._nv.nvmlDeviceGetEnforcedPowerLimit(self._h) / 1e3
-
-    def limit_range_w(self) -> tuple[float, float]:
-        lo, hi = self._nv.nvmlDeviceGetPowerManagementLimitConstraints(self._h)
-        return lo / 1e3, hi / 1e3
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._nv.nvmlShutdown()
-
-
-class AmdSmiBackend:
-    name = "amdsmi"
-
-    def __init__(self, index: int):
-        with contextlib.redirect_stdout(io.StringIO()):  # it prints when libamd_smi.so is absent
-            import amdsmi
-        self._a = amdsmi
-        amdsmi.amdsmi_init()
-        self._h = amdsmi.amdsmi_get_processor_handles()[index]
-
-    def read(self) -> tuple[float, ...]:
-        a, h = self._a, self._h
-        p = a.amdsmi_get_power_info(h)
-        power = float(p.get("current_socket_power") or p.get("average_socket_power") or "nan")
-        e = a.amdsmi_get_energy_count(h)
-        energy_uj = e.get("energy_accumulator", 0) * e.get("counter_resolution", 1.0)
-        clock = a.amdsmi_get_clock_info(h, a.AmdSmiClkType.GFX).get("clk", float("nan"))
-        temp = a.amdsmi_get_temp_metric(
-            h, a.AmdSmiTemperatureType.EDGE, a.AmdSmiTemperatureMetric.CURRENT
-        )
-        return (power, power, energy_uj / 1e6, float(clock), float(temp))
-
-    def power_limit_w(self) -> float:
-        return float(self._a.amdsmi_get_power_cap_info(self._h)["power_cap"]) / 1e6
-
-    def limit_range_w(self) -> tuple[float, float]:
-        info = self._a.amdsmi_get_power_cap_info(self._h)
-        return float(info["min_power_cap"]) / 1e6, float(info["max_power_cap"]) / 1e6
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._a.amdsmi_shut_down()
-
-
-class NoneBackend:
-    """No telemetry here (a CPU machine): every reading is NaN, and the report says so."""
-
-    name = "none"
-
-    def read(self) -> tuple[float, ...]:
-        return (float("nan"),) * len(FIELDS)
-
-    def power_limit_w(self) -> float:
-        return float("nan")
-
-    def limit_range_w(self) -> tuple[float, float]:
-        return float("nan"), float("nan")
-
-    def close(self) -> None:
-        pass
+NoneBackend = device.NoDevice  # no telemetry: every reading NaN
 
 
 def open_backend(name: str = "auto", index: int = 0) -> Backend:
     """The named backend, or for 'auto' the first that works: NVML, AMD-SMI, none."""
     if name not in BACKENDS:
         raise bad_choice("power backend", name, BACKENDS)
-    kinds = {"nvml": [NvmlBackend], "amdsmi": [AmdSmiBackend], "none": []}
-    for cls in kinds.get(name, [NvmlBackend, AmdSmiBackend]):
-        try:
-            return cls(index)
-        except Exception as e:  # NVMLError_LibraryNotFound, KeyError('libamd_smi.so'), ...
-            log.info("power backend %s unavailable: %s", cls.name, e)
-    return NoneBackend()
+    if name == "none":
+        return NoneBackend()
+    try:
+        return device.open_gpu(index, device.GPU_BACKENDS if name == "auto" else (name,))
+    except device.Unavailable as e:
+        log.info("no power telemetry (%s)", e)
+        return NoneBackend()
 
 
 @dataclass
