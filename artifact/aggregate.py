@@ -1,6 +1,6 @@
 """Records -> summary.csv: statistics of every measured metric, then the derived ones.
 
-One row per (figure, gpu, model, parallelism, precision, mode, metric), as DESIGN.md
+One row per (figure, gpu, model, parallelism, precision, mode, metric), as docs/design.md
 section 5 says. Measured rows are statistics over repetitions of one mode's metric.
 Derived rows (mode 'derived') combine modes through the paper's equations: the estimate
 is the equation on the means, the CI comes from the repetitions with every input

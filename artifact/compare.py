@@ -1,4 +1,4 @@
-"""summary.csv + expected/ -> verdicts.csv (DESIGN.md section 4).
+"""summary.csv + expected/ -> verdicts.csv (docs/design.md section 4).
 
 Each expected item is a *number* (a value with a tolerance band, compared through the
 95 % CI of the matching rows) or a *claim* (a testable statement). Verdicts:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from artifact.errors import bad_choice
 
 FIGURES: tuple[str, ...] = tuple(f"fig{n}" for n in range(4, 12))
-# Experiments beyond the paper's figures: the contention map (issue 10) and validation V2.
+# Experiments beyond the paper's figures: the contention map and validation V2.
 EXTRA_EXPERIMENTS: tuple[str, ...] = ("contention", "v2")
 EXPERIMENTS: tuple[str, ...] = (*FIGURES, *EXTRA_EXPERIMENTS)
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "rocm")

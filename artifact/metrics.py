@@ -1,7 +1,7 @@
 """The paper's equations (Section IV-D) and the statistics every number carries.
 
 Measured quantities come from traces and timers; everything here is *derived* from them
-and is labelled so in summary.csv (DESIGN.md section 3):
+and is labelled so in summary.csv (docs/design.md section 3):
     Eq. 1  slowdown          = (ComputeOverlap - ComputeSequential) / ComputeSequential
     Eq. 3  slowdown_time     =  ComputeOverlap - ComputeSequential
     Eq. 4  e2e_ideal         =  E2E_overlap - slowdown_time
@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import differentiate, stats
 
-NOISY_CV = 0.05  # DESIGN.md: flag coefficient of variation above 5 %
+NOISY_CV = 0.05  # docs/design.md section 3: flag coefficient of variation above 5 %
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 2000
 MIN_BOOTSTRAP_N = 20  # below this many repetitions a CI is Student-t, not bootstrap

@@ -20,7 +20,6 @@ from enum import StrEnum
 
 import torch
 
-from artifact.errors import bad_choice
 from artifact.measure.timing import synchronize
 
 
@@ -28,13 +27,6 @@ class Mode(StrEnum):
     OVERLAP = "overlap"
     SEQUENTIAL = "sequential"
     NOCOMM = "nocomm"
-
-
-def parse_mode(name: str) -> Mode:
-    try:
-        return Mode(name)
-    except ValueError:
-        raise bad_choice("mode", name, [m.value for m in Mode]) from None
 
 
 class _Done:

@@ -1,4 +1,4 @@
-"""The per-rank measurement loop every experiment shares (DESIGN.md sections 3 and 5).
+"""The per-rank measurement loop every experiment shares (docs/design.md sections 3 and 5).
 
 For one phase (a mode, or an isolated-communication run) of one repetition:
   1. `iters` timed iterations, each started together on all ranks (barrier) and

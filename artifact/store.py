@@ -1,4 +1,4 @@
-"""Results on disk (DESIGN.md section 5): atomic, resumable, with provenance.
+"""Results on disk (docs/design.md section 5): atomic, resumable, with provenance.
 
 Layout under OUT/:
     records/<figure>/<config-id>/<mode>/rep-NNN.json   one repetition each

@@ -97,7 +97,7 @@ def _pairs(records: list[dict], config_ids: set[str], mode: str) -> list[tuple[f
 
 
 def v2_checks(table: pd.DataFrame, records: list[dict]) -> list[Check]:
-    """The predictions of DESIGN.md's V2, tested on `v2_table`'s rows and their records."""
+    """The predictions of V2 (docs/design.md section 3), tested on `v2_table`'s rows and their records."""
     if table.empty:
         return []
     checks = [

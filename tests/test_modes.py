@@ -7,8 +7,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from artifact.errors import ArtifactError
-from artifact.modes import DONE, Mode, collectives_in, install_collective_modes, parse_mode
+from artifact.modes import DONE, Mode, collectives_in, install_collective_modes
 
 
 def _worker(rank: int, port: int, results):
@@ -57,11 +56,3 @@ def test_nocomm_leaves_realistic_local_values(mode_results):
     assert summed == [2, 2]  # in place: unchanged
     assert scattered == [6, 8, 10]  # own unreduced slice of (0..5)*2
     assert done
-
-
-def test_parse_mode():
-    assert parse_mode("sequential") is Mode.SEQUENTIAL
-    with pytest.raises(
-        ArtifactError, match="unknown mode 'fast'; accepted: overlap, sequential, nocomm"
-    ):
-        parse_mode("fast")

@@ -1,4 +1,4 @@
-"""Validation V2 (DESIGN.md section 3): inject a known delay into communication.
+"""Validation V2 (docs/design.md section 3): inject a known delay into communication.
 
 Eq. 4's ideal E2E is derived, never measured, so the paper cannot show it means what it
 says. Here Fig. 8's microbenchmark runs at several delays d: after every collective the
