@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -17,8 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from artifact import env as envmod
-from artifact import procs
+from artifact import procs, runplan
 from artifact.config import (
+    MODELS,
     PARALLELISMS,
     PRECISIONS,
     check_device,
@@ -53,42 +55,36 @@ def _positive(name: str, value: int | None) -> int | None:
     return value
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from artifact import launch
-    from artifact.experiments import get_experiment, records_figure
-    from artifact.store import RunStore, default_out_dir, ensure_writable
-
-    figure = check_figure(args.figure)
-    lock = None
-    if args.out and Path(args.out).is_dir():  # refuse a held folder before torch loads
-        lock = procs.FolderLock(Path(args.out)).acquire()
-    device = resolve_device(args.device)
-    preset = get_preset(args.preset or ("tiny" if device == "cpu" else "quick"))
-    if device == "cpu" and preset.device != "cpu":
-        raise ArtifactError(f"preset {preset.name!r} needs a GPU; on CPU use --preset tiny")
+def run_options(args: argparse.Namespace) -> dict:
+    """The experiment's knobs from the flags, every one checked before torch loads."""
     if args.precision is not None:
         check_precision(args.precision)
-    for name in ("reps", "gpus", "nproc", "matmul_size", "comm_mib", "nnodes", "power_interval_ms"):
+    for name in (
+        "reps",
+        "gpus",
+        "nproc",
+        "matmul_size",
+        "comm_mib",
+        "nnodes",
+        "power_interval_ms",
+        "hang_timeout_s",
+    ):
         _positive(f"--{name.replace('_', '-')}", getattr(args, name))
     if args.nnodes and args.nnodes > 1 and not args.rdzv_endpoint:
         raise ArtifactError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
-    models = [get_model(m).name for m in args.models.split(",")] if args.models else None
+    if args.rdzv_endpoint is not None:
+        host, _, port = args.rdzv_endpoint.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ArtifactError(
+                f"--rdzv-endpoint {args.rdzv_endpoint!r} is not HOST:PORT (e.g. node01:29500)"
+            )
+    models = args.models and [get_model(m.strip()).name for m in args.models.split(",")]
+    if args.models is not None and not args.models.strip():
+        raise bad_choice("model", args.models, MODELS)
     parallelisms = args.parallelisms.split(",") if args.parallelisms else None
     for p in parallelisms or []:
         if p not in PARALLELISMS:
             raise bad_choice("parallelism", p, PARALLELISMS)
-    experiment = get_experiment(figure)  # "figN: not implemented yet" before anything is written
-    figure = records_figure(figure)  # fig5 is drawn from fig4's records
-    if device == "cpu":
-        nproc = args.nproc or preset.cpu_processes
-    else:
-        import torch
-
-        nproc = args.gpus or torch.cuda.device_count()
-        if nproc > torch.cuda.device_count():
-            raise ArtifactError(
-                f"--gpus {nproc} but this machine has {torch.cuda.device_count()} GPU(s)"
-            )
     options = {
         "matmul_size": args.matmul_size,
         "precision": args.precision,
@@ -99,11 +95,92 @@ def cmd_run(args: argparse.Namespace) -> int:
         "power_interval_s": args.power_interval_ms / 1e3 if args.power_interval_ms else None,
     }
     options = {k: v for k, v in options.items() if v is not None}
+    if args.only_applicable:  # nox -s all hands every figure the same flags
+        for flag in runplan.foreign_options(args.figure, options):
+            console.print(f"{args.figure} does not take {flag}: left out for it")
+        options = {k: v for k, v in options.items() if k in runplan.ACCEPTED_OPTIONS[args.figure]}
+    runplan.check_options(args.figure, options)
+    return options
+
+
+def processes(args: argparse.Namespace, device: str, preset) -> int:
+    """Ranks on this node: gloo processes on a CPU, one a GPU otherwise."""
+    if device == "cpu":
+        if args.gpus:
+            raise ArtifactError(
+                f"--gpus {args.gpus} but this run is on the CPU (no GPU here); "
+                "CPU runs take --nproc (gloo processes)"
+            )
+        nproc = args.nproc or preset.cpu_processes
+        cores = os.cpu_count() or 1
+        if nproc > cores:
+            raise ArtifactError(
+                f"--nproc {nproc} but this machine has {cores} CPU core(s); accepted: 1-{cores}"
+            )
+        return nproc
+    import torch
+
+    nproc = args.gpus or torch.cuda.device_count()
+    if nproc > torch.cuda.device_count():
+        raise ArtifactError(
+            f"--gpus {nproc} but this machine has {torch.cuda.device_count()} GPU(s)"
+        )
+    return nproc
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from artifact.experiments import get_experiment, records_figure
+    from artifact.store import default_out_dir, ensure_writable
+
+    figure = check_figure(args.figure)
+    options = run_options(args)
+    lock = None
+    if args.out and Path(args.out).is_dir():  # refuse a held folder before torch loads
+        lock = procs.FolderLock(Path(args.out)).acquire()
+    device = resolve_device(args.device)
+    preset = get_preset(args.preset or ("tiny" if device == "cpu" else "quick"))
+    if device == "cpu" and preset.device != "cpu":
+        raise ArtifactError(f"preset {preset.name!r} needs a GPU; on CPU use --preset tiny")
+    experiment = get_experiment(figure)  # "figN: not implemented yet" before anything is written
+    figure = records_figure(figure)  # fig5 is drawn from fig4's records
+    nproc = processes(args, device, preset)
     if hasattr(experiment, "check_options"):
         experiment.check_options(preset, options)
-    out = ensure_writable(Path(args.out) if args.out else default_out_dir(preset.name))
+    out = Path(args.out) if args.out else default_out_dir(preset.name)
+    fingerprint = envmod.fingerprint(envmod.capture())
+    reps, note = runplan.reconcile(
+        out,
+        figure=figure,
+        preset=preset.name,
+        device=device,
+        fingerprint=fingerprint,
+        reps=args.reps,
+        default_reps=getattr(experiment, "default_reps", lambda p: p.reps)(preset),
+        options=options,
+    )
+    out = ensure_writable(out)
     lock = lock or procs.FolderLock(out).acquire()  # held until this process exits
+    runplan.record(
+        out,
+        figure=figure,
+        preset=preset.name,
+        device=device,
+        fingerprint=fingerprint,
+        reps=reps,
+        options=options,
+        nproc=nproc,
+    )
+    if note:
+        console.print(note)
     console.print(f"[bold]{figure}[/]: preset {preset.name}, {device} x{nproc}, out {out}")
+    return launch_and_report(args, figure, preset.name, device, out, reps, nproc, options)
+
+
+def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -> int:
+    """Start the ranks, record how they ended in status/, and print the summary."""
+    from artifact import launch
+    from artifact.store import RunStore
+
     log_path = out / "logs" / f"{figure}.log"
     store = RunStore(out)
     if removed := store.clean_partial():
@@ -111,13 +188,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     for stale in procs.clear_stale_build_locks():
         console.print(f"removed a build lock a killed run left behind: {stale}")
     try:
-        rc = launch.launch(
+        outcome = launch.launch(
             log_path,
+            hang_s=args.hang_timeout_s,
             figure=figure,
-            preset=preset.name,
+            preset=preset,
             device=device,
             out=out,
-            reps=args.reps or getattr(experiment, "default_reps", lambda p: p.reps)(preset),
+            reps=reps,
             nproc=nproc,
             options=options,
             nnodes=args.nnodes or 1,
@@ -126,9 +204,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, Terminated) as e:
         why = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C (SIGINT)"
         store.write_status(figure, "failed", f"interrupted by {why} (log: logs/{figure}.log)")
-        err_console.print(f"{figure}: interrupted by {why}; finished repetitions are kept")
+        done = len(list((store.records_dir / figure).glob("*/*/rep-*.json")))
+        err_console.print(
+            f"{figure}: interrupted by {why}; {done} record(s) finished and kept\n"
+            f"not finished: the rest of {figure}'s {reps} repetitions (status/{figure}.json)\n"
+            f"resume: python -m artifact run {figure} --out {out}",
+            markup=False,
+            highlight=False,
+        )
         return 130
+    rc = outcome.returncode
     status = store.status().get(figure, {})
+    if outcome.hung:
+        store.write_status(figure, "failed", f"{outcome.hung} (log: logs/{figure}.log)")
+        status = store.status()[figure]
     if rc != 0 or status.get("status") in (None, "running"):
         if status.get("status") != "failed":  # the rank that failed did not say why itself
             error = launch.last_error(log_path) or "no error message; see the log"
@@ -162,6 +251,9 @@ def write_summary(out: Path, allow_mixed: bool = False):
     records = store.records()
     if not records and not store.status():
         raise ArtifactError(f"no records under '{store.records_dir}'")
+    planned = runplan.planned_reps(out)  # only what the plan asks for (a --reps 3 run
+    # into a folder that once held 5 reports n = 3)
+    records = [r for r in records if r["rep"] < planned.get(r["figure"], r["rep"] + 1)]
     check_uniform_env(records, allow_mixed)
     derived = {fig: get_experiment(fig).DERIVED for fig in IMPLEMENTED}
     summary = summarize(records, derived)
@@ -246,9 +338,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A bad flag is one line and exit 2, not the whole usage (`--help` still has it)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m artifact", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
+    p = OneLineParser(prog="python -m artifact", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     run = sub.add_parser("run", help="run one figure's experiment")
     run.add_argument("figure", help="fig4 ... fig11, contention or v2")
@@ -277,6 +376,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--allow-mixed", action="store_true", help="summarise records of several environments"
+    )
+    run.add_argument("--only-applicable", action="store_true", help=argparse.SUPPRESS)
+    run.add_argument(
+        "--hang-timeout-s",
+        type=float,
+        default=600.0,
+        help="fail a run whose ranks show no progress this long (default 600)",
     )
     run.set_defaults(func=cmd_run)
 

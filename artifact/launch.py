@@ -12,11 +12,15 @@ import re
 import signal
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from artifact import procs
 
+DEFAULT_HANG_S = 600.0  # no output and no progress this long: the run is hung
 RUN_HEADER = "==== run:"  # starts each run's part of a figure's log
 # a Python exception's last line in the ranks' output ("ValueError: Type fp16 is not ...")
 _ERROR_LINE = re.compile(r"^(?:\[rank\d+\]:?\s*)?([A-Za-z_.]*(?:Error|Exception|Interrupt)\b:?.*)$")
@@ -65,16 +69,40 @@ def torchrun_command(
     return cmd
 
 
-def launch(log_path: Path, **kwargs: Any) -> int:
-    """Run the ranks to completion, their output both on stderr and in `log_path`;
-    returns torchrun's exit code.
+@dataclass
+class Outcome:
+    returncode: int
+    hung: str | None = None  # the watchdog's reason, when it stopped a hung run
 
-    Any exception here (Ctrl-C, or the SIGTERM the CLI turns into one) stops torchrun,
-    which stops its workers, before it propagates: no rank outlives its launcher's
-    interruption.
+
+def _watchdog(proc, progress: Path, last_output: list[float], hang_s: float, hung: list[str]):
+    """Stop `proc` when neither its output nor rank 0's progress beacon moved for hang_s."""
+    while proc.poll() is None:
+        time.sleep(min(2.0, hang_s / 4))
+        beacon = progress.stat().st_mtime if progress.is_file() else 0.0
+        if time.time() - max(last_output[0], beacon) > hang_s:
+            where = progress.read_text().strip() if progress.is_file() else "start-up"
+            hung.append(f"hung in {where}: no progress for {hang_s:.0f} s")
+            proc.terminate()  # torchrun stops its workers; the read loop then ends
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            return
+
+
+def launch(log_path: Path, hang_s: float = DEFAULT_HANG_S, **kwargs: Any) -> Outcome:
+    """Run the ranks to completion, their output both on stderr and in `log_path`.
+
+    A watchdog turns a hang (no output and no progress for `hang_s`) into a failure
+    instead of a wait without end. Any exception here (Ctrl-C, or the SIGTERM the CLI
+    turns into one) stops torchrun, which stops its workers, before it propagates: no
+    rank outlives its launcher's interruption.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    progress = log_path.with_suffix(".progress")
+    progress.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ARTIFACT_HANG_S": str(hang_s)}
     with log_path.open("a") as log:
         log.write(f"{RUN_HEADER} {' '.join(torchrun_command(**kwargs))}\n")
         log.flush()
@@ -87,18 +115,30 @@ def launch(log_path: Path, **kwargs: Any) -> int:
             # the CLI killed (even with SIGKILL): torchrun is told, and stops its workers
             preexec_fn=lambda: procs.die_with_parent(signal.SIGTERM),
         )
+        last_output, hung = [time.time()], []
+        watch = threading.Thread(
+            target=_watchdog, args=(proc, progress, last_output, hang_s, hung), daemon=True
+        )
+        watch.start()
         try:
             for line in proc.stdout:
+                last_output[0] = time.time()
                 sys.stderr.write(line)  # the ranks log to stderr; the CLI prints to stdout
                 log.write(line)
-            return proc.wait()
+            rc = proc.wait()
+            watch.join(timeout=60)
+            return Outcome(rc, hung[0] if hung else None)
         except BaseException:
-            proc.terminate()  # torchrun forwards it to every worker
+            # Interrupted: stop torchrun (it forwards the signal to every worker) and send
+            # whatever the ranks still print, tracebacks of the interruption included, to
+            # the log only. A second Ctrl-C here kills at once.
+            proc.terminate()
             try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
+                rest, _ = proc.communicate(timeout=30)
+            except BaseException:
                 proc.kill()
-                proc.wait()
+                rest, _ = proc.communicate()
+            log.write(rest or "")
             raise
 
 

@@ -78,23 +78,28 @@ def extensions_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "torch_extensions"
 
 
-def _building_now() -> bool:
-    """Whether a live process other than this one is compiling or running our workers."""
+def _building_now(build_dir: Path) -> bool:
+    """Whether a live process is compiling in `build_dir` (torch runs ninja there; the
+    compilers name it in their arguments). A rank waiting on the lock is not building:
+    removing the lock is what frees it."""
     me = os.getpid()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
-        cmd = _cmdline(int(entry.name))
-        if "artifact.worker" in cmd or "ninja" in cmd.split()[:1] or "cc1plus" in cmd:
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            cwd = ""
+        if cwd == str(build_dir) or str(build_dir) in _cmdline(int(entry.name)):
             return True
     return False
 
 
 def clear_stale_build_locks(root: Path | None = None) -> list[Path]:
     """Remove extension build locks no live build can hold; returns what was removed."""
-    locks = sorted((root or extensions_dir()).glob("*/*/lock"))
-    if not locks or _building_now():
-        return []
-    for lock in locks:
-        lock.unlink(missing_ok=True)
-    return locks
+    removed = []
+    for lock in sorted((root or extensions_dir()).glob("*/*/lock")):
+        if not _building_now(lock.parent):
+            lock.unlink(missing_ok=True)
+            removed.append(lock)
+    return removed

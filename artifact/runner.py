@@ -12,6 +12,7 @@ Ranks' numbers are gathered on rank 0, which alone writes records.
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from torch.profiler import ProfilerActivity, profile
 from artifact.config import Preset
 from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize, timed
-from artifact.store import RunStore
+from artifact.store import RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,9 @@ BASE_UNITS = {
 GIB = 1 << 30
 # per-rank values reduced by their maximum (the rank that needs most), not their mean
 MAX_OVER_RANKS = ("peak_memory_gib",)
+
+
+PROGRESS_EVERY_S = 5.0  # how often the progress beacon may be rewritten (it is fsynced)
 
 
 @dataclass
@@ -61,10 +65,20 @@ class RunContext:
     options: dict[str, Any] = field(default_factory=dict)  # experiment knobs from the CLI
     power_backend: power.Backend = field(default_factory=power.NoneBackend)
     power_interval_s: float = power.DEFAULT_INTERVAL_S
+    _last_progress: float = -1e9
 
     @property
     def is_writer(self) -> bool:
         return self.rank == 0
+
+    def progress(self, what: str) -> None:
+        """Tell the launcher's hang watchdog this rank is alive, and where (rank 0 writes
+        OUT/logs/<figure>.progress at most every few seconds)."""
+        now = time.monotonic()
+        if not self.is_writer or now - self._last_progress < PROGRESS_EVERY_S:
+            return
+        self._last_progress = now
+        atomic_write_text(self.store.root / "logs" / f"{self.figure}.progress", what)
 
     def barrier(self) -> None:
         if dist.is_initialized() and self.world_size > 1:
@@ -131,7 +145,8 @@ def measure_phase(
     if ctx.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(ctx.device)
     e2e = []
-    for _ in range(iters):
+    for i in range(iters):
+        ctx.progress(f"{trace_name}: timed iteration {i + 1}/{iters}")
         ctx.barrier()
         e2e.append(timed(step, ctx.device))
     ctx.barrier()
@@ -140,6 +155,7 @@ def measure_phase(
             activities=profiler_activities(ctx.device), **_profiler_options(ctx.device)
         ) as prof:
             for i in range(iters):
+                ctx.progress(f"{trace_name}: profiled iteration {i + 1}/{iters}")
                 with kernels.iteration_marker(i):
                     step()
                 synchronize(ctx.device)
@@ -147,7 +163,14 @@ def measure_phase(
         if keep_trace and ctx.traces_dir is not None:
             ctx.traces_dir.mkdir(parents=True, exist_ok=True)
             path = ctx.traces_dir / f"{trace_name}-rank{ctx.rank}.json"
-        prof.export_chrome_trace(str(path))
+        # exported under a temporary name, then renamed: a kill or a full disk never
+        # leaves a truncated trace under its final name
+        tmp_path = path.with_name(f".{path.name}.tmp")
+        try:
+            prof.export_chrome_trace(str(tmp_path))
+            os.replace(tmp_path, path)
+        finally:
+            tmp_path.unlink(missing_ok=True)
         table = kernels.kernel_table(kernels.load_trace(path))
     per_iter = kernels.per_iteration(table, iters, comm)
     out = {
@@ -195,6 +218,7 @@ def measure_power(
     with power.PowerSampler(ctx.power_backend, ctx.power_interval_s) as sampler:
         t_end = time.perf_counter() + seconds
         while time.perf_counter() < t_end:
+            ctx.progress("power window")
             step()
             iters += 1
         synchronize(ctx.device)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
 import os
@@ -69,7 +70,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     device = _device(args.device, local_rank)
     backend = "gloo" if device.type == "cpu" else "nccl"  # RCCL answers to "nccl" on ROCm
-    dist.init_process_group(backend, device_id=device if device.type == "cuda" else None)
+    # collectives time out with the launcher's hang watchdog, not NCCL's 10 min default
+    timeout = datetime.timedelta(seconds=float(os.environ.get("ARTIFACT_HANG_S", 600)))
+    dist.init_process_group(
+        backend, device_id=device if device.type == "cuda" else None, timeout=timeout
+    )
     try:
         preset = get_preset(args.preset)
         telemetry = (

@@ -151,6 +151,7 @@ def _measure(
     peak: float,
 ) -> None:
     """Build one configuration's trainer, run its repetitions, and tear it down."""
+    ctx.progress(f"{config_id}: building the trainer")
     trainer = make_trainer(spec)
     try:
         flops = trainer.model_flops_per_step(ctx.world_size)
@@ -161,6 +162,7 @@ def _measure(
         config["iters_per_rep"] = iters or ctx.iters
         for mode in MODES:  # warm-up, discarded
             for _ in range(ctx.warmup):
+                ctx.progress(f"{config_id}: warm-up ({mode.value})")
                 trainer.step(mode)
         losses: dict[str, list] = {m.value: [] for m in MODES}  # this repetition's, by mode
 

@@ -1,0 +1,151 @@
+"""A results folder's plan: what was asked of it, so a resumed run continues exactly that.
+
+OUT/plan.json holds the preset, the device, the environment's fingerprint and, per
+figure, the repetitions and options of its first run. `run FIG --out DIR` with no other
+flags continues that plan ("resuming: k of n repetitions done"); a different plan is
+refused in one line naming the difference, except an explicit larger `--reps`, which
+extends the plan and says so. summarize counts only the repetitions a plan asks for.
+
+Also here: which options each experiment takes (anything else is refused).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from artifact.errors import ArtifactError
+from artifact.store import atomic_write_text, strict_json
+
+PLAN = "plan.json"
+_MICROBENCH = frozenset({"precision", "matmul_size", "comm_bytes", "power_interval_s"})
+_TRAINING = frozenset({"models", "power_interval_s"})
+# The options each experiment honours (the CLI's names: --comm-mib is comm_bytes).
+ACCEPTED_OPTIONS: dict[str, frozenset[str]] = {
+    "fig4": _TRAINING | {"parallelisms"},
+    "fig5": _TRAINING | {"parallelisms"},
+    "fig6": _MICROBENCH,
+    "fig7": _MICROBENCH,
+    "fig8": _MICROBENCH,
+    "fig9": _MICROBENCH | {"allow_power_cap"},
+    "fig10": _TRAINING,
+    "fig11": _TRAINING,
+    "contention": frozenset({"precision", "comm_bytes", "power_interval_s"}),
+    "v2": _MICROBENCH,
+}
+FLAG = {
+    "precision": "--precision",
+    "matmul_size": "--matmul-size",
+    "comm_bytes": "--comm-mib",
+    "power_interval_s": "--power-interval-ms",
+    "models": "--models",
+    "parallelisms": "--parallelisms",
+    "allow_power_cap": "--allow-power-cap",
+}
+
+
+def foreign_options(figure: str, options: dict[str, Any]) -> list[str]:
+    """The flags in `options` that `figure` does not take."""
+    return [FLAG[k] for k in options if k not in ACCEPTED_OPTIONS[figure]]
+
+
+def check_options(figure: str, options: dict[str, Any]) -> None:
+    foreign = foreign_options(figure, options)
+    if foreign:
+        takes = ", ".join(sorted(FLAG[k] for k in ACCEPTED_OPTIONS[figure])) or "none"
+        raise ArtifactError(f"{figure} does not take {', '.join(foreign)}; it takes: {takes}")
+
+
+def read(out: Path) -> dict[str, Any] | None:
+    path = Path(out) / PLAN
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+
+
+def reconcile(
+    out: Path,
+    *,
+    figure: str,
+    preset: str,
+    device: str,
+    fingerprint: dict[str, Any],
+    reps: int | None,
+    default_reps: int,
+    options: dict[str, Any],
+) -> tuple[int, str | None]:
+    """(the repetitions to run, a line to print) after checking the folder's plan.
+
+    Writes nothing; `record` writes the plan once the run is accepted."""
+    plan = read(out)
+    if plan is None:
+        return reps or default_reps, None
+    for key, have, want in (("preset", plan["preset"], preset), ("device", plan["device"], device)):
+        if have != want:
+            raise ArtifactError(
+                f"'{out}' holds a {key} {have!r} run; this one is {want!r}: use another --out"
+            )
+    fp = json.loads(json.dumps(strict_json(fingerprint), default=str))
+    differ = sorted(
+        k for k in set(fp) | set(plan["fingerprint"]) if fp.get(k) != plan["fingerprint"].get(k)
+    )
+    if differ:
+        raise ArtifactError(
+            f"'{out}' was measured in another environment (differs in: {', '.join(differ)}); "
+            "use another --out, or `summarize --allow-mixed` to combine folders on purpose"
+        )
+    fig = plan["figures"].get(figure)
+    if fig is None:
+        return reps or default_reps, None
+    opts = json.loads(json.dumps(strict_json(options)))
+    if opts != fig["options"]:
+        changed = sorted(
+            k for k in set(opts) | set(fig["options"]) if opts.get(k) != fig["options"].get(k)
+        )
+        raise ArtifactError(
+            f"'{out}' ran {figure} with other options ({', '.join(FLAG.get(k, k) for k in changed)}: "
+            f"{ {k: fig['options'].get(k) for k in changed} } before); use another --out"
+        )
+    if reps is None or reps == fig["reps"]:
+        return fig["reps"], f"resuming {figure}: its plan asks for {fig['reps']} repetitions"
+    if reps < fig["reps"]:
+        raise ArtifactError(
+            f"'{out}' plans {fig['reps']} repetitions of {figure}; --reps {reps} would leave "
+            f"some out: give --reps {fig['reps']} or more, or another --out"
+        )
+    return reps, f"extending {figure}'s plan from {fig['reps']} to {reps} repetitions"
+
+
+def record(
+    out: Path,
+    *,
+    figure: str,
+    preset: str,
+    device: str,
+    fingerprint: dict[str, Any],
+    reps: int,
+    options: dict[str, Any],
+    nproc: int,
+) -> None:
+    plan = read(out) or {
+        "preset": preset,
+        "device": device,
+        "fingerprint": json.loads(json.dumps(strict_json(fingerprint), default=str)),
+        "figures": {},
+    }
+    plan["figures"][figure] = {
+        "reps": reps,
+        "options": json.loads(json.dumps(strict_json(options))),
+        "processes": nproc,
+    }
+    atomic_write_text(Path(out) / PLAN, json.dumps(plan, indent=1, sort_keys=True))
+
+
+def planned_reps(out: Path) -> dict[str, int]:
+    """figure -> repetitions its plan asks for (empty without a plan)."""
+    plan = read(out)
+    return {f: v["reps"] for f, v in plan["figures"].items()} if plan else {}
