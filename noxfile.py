@@ -105,6 +105,9 @@ def all_figures(session: nox.Session) -> None:
         )
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         args += ["--out", str(ROOT / "results" / f"{stamp}-{preset}")]
+    # the plan first: what fits, how long it takes, how much disk (artifact.plan)
+    at = [x for k in ("--preset", "--gpus") if k in args for x in (k, args[args.index(k) + 1])]
+    session.run(py, "-m", "artifact", "plan", "--summary", *at, success_codes=[0, 2])
     code = "from artifact.experiments import SAME_RECORDS_AS as S; print(*(f'{k}={v}' for k, v in S.items()))"
     out_of = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True).stdout
     served = dict(pair.split("=") for pair in out_of.split())
@@ -127,6 +130,12 @@ def all_figures(session: nox.Session) -> None:
     session.log(f"results: {out}; report: {out}/report/appendix.html")
     if failed:
         session.error(f"failed: {', '.join(failed)} (why: {out}/status/, logs: {out}/logs/)")
+
+
+@nox.session
+def plan(session: nox.Session) -> None:
+    """Before a run: each configuration's memory per GPU (fits?), wall time and disk, and the totals."""
+    session.run(_python(session), "-m", "artifact", "plan", *session.posargs)
 
 
 @nox.session

@@ -345,6 +345,12 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from artifact import plan
+
+    return plan.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m artifact", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
@@ -401,6 +407,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     rc = sub.add_parser("restore-caps", help="restore GPU limits saved by a run that was killed")
     rc.set_defaults(func=cmd_restore_caps)
+
+    pl = sub.add_parser("plan", help="configurations, memory, time and disk before a run")
+    from artifact.plan import add_arguments
+
+    add_arguments(pl)
+    pl.set_defaults(func=cmd_plan)
 
     e = sub.add_parser("env", help="describe this machine and its stack")
     e.add_argument("--json", action="store_true", help="print JSON")

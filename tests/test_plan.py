@@ -1,0 +1,124 @@
+"""`python -m artifact plan`: what fits, how long, how much disk, before a run (no torch)."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from artifact import memory, plan
+from artifact.config import get_model, get_preset
+from artifact.errors import ArtifactError
+from tests.conftest import ROOT
+
+
+def _rows(*argv: str) -> list[plan.Row]:
+    ap = plan.argparse.ArgumentParser()
+    plan.add_arguments(ap)
+    return plan.plan(ap.parse_args(list(argv)))[2]
+
+
+PAPER_4X80 = ("--preset", "paper", "--gpus", "4", "--gpu-memory-gib", "80")
+
+
+def _row(rows, figure, model, parallelism, mb, precision="fp16"):
+    (r,) = [
+        r
+        for r in rows
+        if (r.figure, r.model, r.parallelism, r.micro_batch, r.precision)
+        == (figure, model, parallelism, mb, precision)
+    ]
+    return r
+
+
+def test_paper_on_four_80gib_gpus_says_what_fits():
+    rows = _rows(*PAPER_4X80)
+    big = _row(rows, "fig4", "gpt3-13b", "fsdp", 64)
+    small = _row(rows, "fig4", "gpt3-1.3b", "fsdp", 8)
+    assert big.fits is False and big.time_s == 0 and "not run" in big.note
+    assert small.fits is True and small.time_s > 0
+
+
+def test_memory_column_is_artifact_memory_estimate():
+    rows = _rows(*PAPER_4X80)
+    m = get_model("gpt3-2.7b")
+    fsdp = _row(rows, "fig4", "gpt3-2.7b", "fsdp", 16)
+    assert fsdp.memory_gib == memory.fsdp_bytes(m, 16, "fp16", 4) / memory.GIB
+    pipe = _row(rows, "fig4", "gpt3-2.7b", "pipeline", 16)
+    # num_microbatches = global_batch // micro_batch, one stage a GPU, SDPA attention
+    expected = memory.pipeline_bytes(m, 16, 64 // 16, "fp16", 4, materialised_attention=False)
+    assert pipe.memory_gib == expected / memory.GIB
+
+
+def test_quick_preset_shortens_the_sequence():
+    (r, *_) = [r for r in _rows("fig10", "--preset", "quick", "--gpus", "1") if r.fits]
+    m = dataclasses.replace(get_model("gpt3-1.3b"), seq_len=get_preset("quick").seq_len)
+    assert r.memory_gib == memory.fsdp_bytes(m, 8, r.precision, 1) / memory.GIB
+
+
+@pytest.mark.parametrize("figure", ["fig4", "fig10", "fig11"])
+def test_quick_training_time_near_the_h200_measurement(figure):
+    """fig4 is not used to calibrate (fig10 + fig11 are): an independent check."""
+    rows = _rows(figure, "--preset", "quick", "--gpus", "1")
+    estimate = sum(r.time_s for r in rows)
+    measured = plan.QUICK_H200_MEASURED_S[figure]
+    assert abs(estimate - measured) <= 0.35 * measured, (estimate, measured)
+
+
+def test_json_parses_and_totals_are_the_sum_of_rows(cli):
+    res = cli("plan", *PAPER_4X80, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    rows, totals = doc["rows"], doc["totals"]
+    assert rows and totals["configurations"] == sum(1 for r in rows if r["fits"] is not None)
+    for key in ("time_s", "records_bytes", "traces_bytes"):
+        assert totals[key] == pytest.approx(sum(r[key] for r in rows))
+    assert totals["disk_bytes"] == totals["records_bytes"] + totals["traces_bytes"]
+    assert totals["time_s_if_all_ran"] > totals["time_s"]  # some rows do not fit
+
+
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--preset", "huge"], "'huge'; accepted: tiny, quick, paper"),
+        (["fig99"], "'fig99'; accepted: fig4"),
+        (["--gpus", "0"], "--gpus must be at least 1, got 0"),
+        (["--gpu-memory-gib", "-1"], "--gpu-memory-gib must be a positive number, got -1"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(cli, args, named):
+    res = cli("plan", *args)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [res.stderr.strip()]
+    assert res.stderr.startswith("error: ") and named in res.stderr
+
+
+def test_plan_does_not_import_torch():
+    code = (
+        "import sys; from artifact import plan; "
+        "rc = plan.main(['--preset', 'paper', '--gpus', '4']); "
+        "assert rc == 0; assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 0, res.stderr
+    assert "total:" in res.stdout
+
+
+def test_tiny_preset_uses_measured_times_and_cpu_precisions():
+    rows = _rows("--preset", "tiny")
+    by_fig = {}
+    for r in rows:
+        by_fig[r.figure] = by_fig.get(r.figure, 0) + r.time_s
+        assert r.method == "measured"
+    assert by_fig == pytest.approx(plan.TINY_MEASURED_S)
+    fp16 = [r for r in rows if r.precision == "fp16"]
+    assert fp16 and all(r.runs is False and r.time_s == 0 for r in fp16)
+    with pytest.raises(ArtifactError, match="--gpus 4 does not apply"):
+        _rows("--preset", "tiny", "--gpus", "4")
+
+
+def test_fig5_is_fig4():
+    assert {r.figure for r in _rows("fig5", "--preset", "quick", "--gpus", "1")} == {"fig4"}
