@@ -134,8 +134,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     figure = check_figure(args.figure)
     options = run_options(args)
-    lock = None
-    if args.out and Path(args.out).is_dir():  # refuse a held folder before torch loads
+    # One run a folder: refuse a held folder before torch loads. The agents of a
+    # multi-node run share theirs (one CLI a node, the same --out), so they take none.
+    lock = None if (args.nnodes or 1) == 1 else "shared by the run's nodes"
+    if lock is None and args.out and Path(args.out).is_dir():
         lock = procs.FolderLock(Path(args.out)).acquire()
     device = resolve_device(args.device)
     preset = get_preset(args.preset or ("tiny" if device == "cpu" else "quick"))
