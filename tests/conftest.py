@@ -31,3 +31,28 @@ def cli():
 
 def tree(path: Path) -> list[str]:
     return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
+
+
+def processes_naming(text: str) -> list[str]:
+    """Command lines of the live processes (other than this one) that mention `text`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmd:
+            found.append(cmd)
+    return found
+
+
+def spawn_gloo(worker, base_port: int, nprocs: int = 2) -> dict:
+    """Run `worker(rank, port, results)` in `nprocs` processes; their shared results dict."""
+    import torch.multiprocessing as mp
+
+    manager = mp.Manager()
+    results = manager.dict()
+    mp.spawn(worker, args=(base_port + os.getpid() % 1000, results), nprocs=nprocs, join=True)
+    return dict(results)

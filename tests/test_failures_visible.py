@@ -7,12 +7,10 @@
 """
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 
@@ -20,7 +18,7 @@ from artifact.aggregate import COLUMNS
 from artifact.compare import write_verdicts
 from artifact.report import write_report
 from artifact.store import RunStore
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, processes_naming, run_cli
 
 
 def _status(out, figure):
@@ -53,18 +51,6 @@ def test_fp16_unsupported_is_not_run_and_the_rest_runs(tmp_path):
     assert "| fig10 | ran partly | 1 configuration(s) not run: FP16 is not supported" in md
 
 
-def _processes_naming(text: str) -> list[str]:
-    found = []
-    for pid in os.listdir("/proc"):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if text in cmd:
-            found.append(cmd)
-    return found
-
-
 def test_sigterm_leaves_a_failed_status_the_report_shows(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen(
@@ -83,7 +69,7 @@ def test_sigterm_leaves_a_failed_status_the_report_shows(tmp_path):
     st = _status(out, "fig8")
     assert st["status"] == "failed" and "interrupted by SIGTERM" in st["reason"]
     time.sleep(2)
-    assert _processes_naming(str(out)) == []  # torchrun and its workers went with it
+    assert processes_naming(str(out)) == []  # torchrun and its workers went with it
 
     for command in ("summarize", "compare", "report"):  # as nox -s all goes on
         assert run_cli(command, str(out)).returncode == 0, command

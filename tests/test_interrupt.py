@@ -17,19 +17,7 @@ from artifact import procs
 from artifact.errors import ArtifactError
 from artifact.report import plots
 from artifact.store import RunStore, atomic_write_text
-from tests.conftest import ROOT, run_cli
-
-
-def _processes_naming(text: str) -> list[str]:
-    found = []
-    for pid in os.listdir("/proc"):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if text in cmd and str(os.getpid()) != pid:
-            found.append(cmd)
-    return found
+from tests.conftest import ROOT, processes_naming, run_cli
 
 
 def _start_fig8(out: Path, reps: int) -> subprocess.Popen:
@@ -57,9 +45,9 @@ def test_kill_9_of_the_group_leaves_no_worker_and_the_rerun_completes(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)  # torchrun's workers live in sessions of their own
     proc.wait()
     deadline = time.monotonic() + 10
-    while _processes_naming(str(out)) and time.monotonic() < deadline:
+    while processes_naming(str(out)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _processes_naming(str(out)) == []
+    assert processes_naming(str(out)) == []
 
     before = {p: p.stat().st_mtime_ns for p in out.glob("records/**/rep-*.json")}
     res = run_cli("run", "fig8", "--preset", "tiny", "--reps", "2", "--out", str(out))

@@ -5,9 +5,9 @@ import os
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from artifact.modes import DONE, Mode, collectives_in, install_collective_modes
+from tests.conftest import spawn_gloo
 
 
 def _worker(rank: int, port: int, results):
@@ -33,11 +33,7 @@ def _worker(rank: int, port: int, results):
 
 @pytest.fixture(scope="module")
 def mode_results():
-    manager = mp.Manager()
-    results = manager.dict()
-    port = 29000 + os.getpid() % 1000
-    mp.spawn(_worker, args=(port, results), nprocs=2, join=True)
-    return dict(results)
+    return spawn_gloo(_worker, 29000)
 
 
 def test_overlap_and_sequential_compute_the_real_collective(mode_results):

@@ -8,12 +8,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from artifact.config import get_model
 from artifact.errors import ArtifactError
 from artifact.workloads.models import Block, DecoderLM, lm_loss, synthetic_batch
 from artifact.workloads.pipeline_megatron import PipelineSpec
+from tests.conftest import spawn_gloo
 
 STEPS = 3
 MODELS = ("gpt-tiny", "llama-tiny")
@@ -91,11 +91,7 @@ def _compare_modules(config) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def pipeline_losses():
-    manager = mp.Manager()
-    results = manager.dict()
-    port = 30000 + os.getpid() % 1000
-    mp.spawn(_pipeline_worker, args=(port, results), nprocs=2, join=True)
-    return dict(results)
+    return spawn_gloo(_pipeline_worker, 30000)
 
 
 def test_sdpa_module_matches_dot_product_attention(pipeline_losses):
