@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from artifact.config import get_model
+from artifact.config import get_model, get_preset
 from artifact.errors import ArtifactError
 from artifact.workloads.models import Block, DecoderLM, lm_loss, synthetic_batch
 from artifact.workloads.pipeline_megatron import PipelineSpec
@@ -135,7 +135,7 @@ def test_records_name_attention_and_recompute():
     from artifact.experiments import fsdp, pipeline
 
     ctx = SimpleNamespace(
-        preset=SimpleNamespace(global_batch=4),
+        preset=get_preset("tiny"),
         world_size=2,
         device=torch.device("cpu"),
         provenance={},
