@@ -128,6 +128,32 @@ def processes(args: argparse.Namespace, device: str, preset) -> int:
     return nproc
 
 
+def _check_gpus_idle(nproc: int, allow: bool) -> None:
+    """Refuse GPUs another job is using, before anything is measured (--allow-shared-device
+    goes on, and every record's provenance names the other processes)."""
+    from artifact.measure import device as gpu_layer
+    from artifact.runner import SHARED_ENV
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
+    indices = [int(v) for v in visible.split(",") if v.strip().isdigit()] if visible else []
+    gpus = {}
+    for i in (indices or range(nproc))[:nproc]:
+        try:
+            gpus[i] = gpu_layer.open_gpu(i)
+        except gpu_layer.Unavailable:
+            return  # no telemetry: nothing can tell (the report says there was none)
+    try:
+        others = procs.other_gpu_processes(gpus, {os.getpid()})
+    finally:
+        for g in gpus.values():
+            g.close()
+    procs.refuse_shared(others, allow)
+    if others:
+        console.print(f"measuring beside other processes (--allow-shared-device): {others}")
+        os.environ["ARTIFACT_SHARED_GPU_PROCESSES"] = "; ".join(others)
+    os.environ[SHARED_ENV] = "1" if allow else "0"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from artifact.experiments import get_experiment, records_figure
     from artifact.store import default_out_dir, ensure_writable
@@ -146,6 +172,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     experiment = get_experiment(figure)  # "figN: not implemented yet" before anything is written
     figure = records_figure(figure)  # fig5 is drawn from fig4's records
     nproc = processes(args, device, preset)
+    if device != "cpu":
+        _check_gpus_idle(nproc, args.allow_shared_device)
     if hasattr(experiment, "check_options"):
         experiment.check_options(preset, options)
     out = Path(args.out) if args.out else default_out_dir(preset.name)
@@ -386,6 +414,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-mixed", action="store_true", help="summarise records of several environments"
     )
     run.add_argument("--only-applicable", action="store_true", help=argparse.SUPPRESS)
+    run.add_argument(
+        "--allow-shared-device",
+        action="store_true",
+        help="measure even where other processes use the GPU (records name them)",
+    )
     run.add_argument(
         "--hang-timeout-s",
         type=float,

@@ -103,3 +103,32 @@ def clear_stale_build_locks(root: Path | None = None) -> list[Path]:
             lock.unlink(missing_ok=True)
             removed.append(lock)
     return removed
+
+
+def other_gpu_processes(
+    gpus: dict[int, object], ours: set[int], visible_only: bool = False
+) -> list[str]:
+    """'GPU i: pid P (command)' for every compute process on `gpus` (index -> a
+    measure.device Device) that is not one of `ours`.
+
+    `visible_only`: count only processes this machine's /proc shows. Inside a container
+    the driver may report host pids, our own ranks' among them, which /proc here does
+    not show: while our ranks run, such pids cannot be told from theirs."""
+    found = []
+    for index, gpu in gpus.items():
+        for pid in gpu.compute_pids():
+            cmd = _cmdline(pid)
+            if pid in ours or (visible_only and not cmd):
+                continue
+            found.append(f"GPU {index}: pid {pid} ({cmd or 'another user or container'})")
+    return found
+
+
+def refuse_shared(others: list[str], allow: bool) -> None:
+    """A GPU another job uses would put that job's load into every slowdown and power
+    number: refused unless the user says so (the records then name the processes)."""
+    if others and not allow:
+        raise ArtifactError(
+            f"the GPU is in use: {'; '.join(others)}; measuring beside it would mix its "
+            "load into every number: stop it, or pass --allow-shared-device"
+        )

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
 
+from artifact import procs
 from artifact.config import Preset
 from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize, timed
@@ -101,6 +102,19 @@ def gather(obj: Any) -> list[Any]:
     out: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(out, obj)
     return out
+
+
+SHARED_ENV = "ARTIFACT_ALLOW_SHARED_DEVICE"  # set by the CLI's --allow-shared-device
+
+
+def check_gpu_alone(ctx: RunContext) -> None:
+    """After each configuration: no other job has started on our GPUs meanwhile (its
+    load would enter every number). Every rank looks at its own GPU and all agree."""
+    ours = set(gather(os.getpid()))
+    gpu = {ctx.options.get("gpu_index", 0): ctx.power_backend}
+    mine = procs.other_gpu_processes(gpu, ours, visible_only=True)
+    found = [p for rank in gather(mine) for p in rank]
+    procs.refuse_shared(found, allow=os.environ.get(SHARED_ENV) == "1")
 
 
 def rep_done(ctx: RunContext, config_id: str, phases: tuple[str, ...], rep: int) -> bool:

@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> None:
             "backend": backend,
             "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", 1)) if world > 1 else 1,
             "power_backend": telemetry.name,
+            # set by the CLI's --allow-shared-device when other jobs used the GPU
+            "other_gpu_processes": os.environ.get("ARTIFACT_SHARED_GPU_PROCESSES", ""),
         }
         store = RunStore(args.out)
         if rank == 0:

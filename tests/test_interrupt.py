@@ -227,3 +227,34 @@ def test_a_stale_deepspeed_build_lock_no_longer_hangs_fig4(tmp_path):
     assert "removed a build lock a killed run left behind" in res.stdout
     assert not list(ext.glob("*/*/lock"))
     assert list((tmp_path / "run").glob("records/fig4/*/overlap/rep-000.json"))
+
+
+class _FakeGpu:
+    def __init__(self, pids):
+        self.pids = pids
+
+    def compute_pids(self):
+        return self.pids
+
+
+def test_a_gpu_another_job_uses_is_refused_unless_allowed():
+    other = subprocess.Popen(["sleep", "30"])  # stands in for another user's training job
+    while b"sleep" not in Path(f"/proc/{other.pid}/cmdline").read_bytes():
+        time.sleep(0.01)  # until it has exec'd
+    try:
+        gpus = {0: _FakeGpu([os.getpid()]), 1: _FakeGpu([other.pid])}
+        found = procs.other_gpu_processes(gpus, ours={os.getpid()})
+        assert found == [f"GPU 1: pid {other.pid} (sleep 30)"]
+        with pytest.raises(
+            ArtifactError, match=r"GPU 1: pid \d+ \(sleep 30\).*--allow-shared-device"
+        ):
+            procs.refuse_shared(found, allow=False)
+        procs.refuse_shared(found, allow=True)  # goes on; the records name them
+        # our own ranks, seen by the driver under pids this /proc does not show (a
+        # container), are not taken for another job while they run
+        hidden = {0: _FakeGpu([4_000_000])}
+        assert procs.other_gpu_processes(hidden, set(), visible_only=True) == []
+        assert procs.other_gpu_processes(hidden, set()) != []
+    finally:
+        other.kill()
+        other.wait()

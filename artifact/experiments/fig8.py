@@ -26,6 +26,7 @@ from artifact.runner import (
     BASE_UNITS,
     POWER_UNITS,
     RunContext,
+    check_gpu_alone,
     measure_repetition,
     rep_done,
 )
@@ -181,3 +182,4 @@ def run_configs(
                 results["sequential"]["e2e_ms"],
             )
         bench.close()
+        check_gpu_alone(ctx)

@@ -31,6 +31,7 @@ from artifact.runner import (
     BASE_UNITS,
     POWER_UNITS,
     RunContext,
+    check_gpu_alone,
     gather,
     measure_repetition,
     rep_done,
@@ -139,6 +140,7 @@ def run_configs(
                 raise
         finally:
             release_memory(ctx.device)
+        check_gpu_alone(ctx)
 
 
 def _measure(

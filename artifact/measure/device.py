@@ -54,6 +54,8 @@ class Device(Protocol):
 
     def set_power_limit_w(self, watts: float) -> None: ...
 
+    def compute_pids(self) -> list[int]: ...
+
     def driver_version(self) -> str | None: ...
 
     def close(self) -> None: ...
@@ -97,6 +99,10 @@ class NvmlDevice:
 
     def set_power_limit_w(self, watts: float) -> None:
         self._nv.nvmlDeviceSetPowerManagementLimit(self._h, int(round(watts * 1e3)))
+
+    def compute_pids(self) -> list[int]:
+        """Processes running compute work on this GPU (any user's, where the driver says)."""
+        return [p.pid for p in self._nv.nvmlDeviceGetComputeRunningProcesses(self._h)]
 
     def driver_version(self) -> str | None:
         version = self._nv.nvmlSystemGetDriverVersion()
@@ -142,6 +148,10 @@ class AmdSmiDevice:
     def set_power_limit_w(self, watts: float) -> None:
         self._a.amdsmi_set_power_cap(self._h, 0, int(round(watts * 1e6)))
 
+    def compute_pids(self) -> list[int]:
+        procs = self._a.amdsmi_get_gpu_process_list(self._h)
+        return [int(p["pid"] if isinstance(p, dict) else p.pid) for p in procs]
+
     def driver_version(self) -> str | None:
         return str(self._a.amdsmi_get_gpu_driver_info(self._h).get("driver_version"))
 
@@ -169,6 +179,9 @@ class NoDevice:
 
     def set_power_limit_w(self, watts: float) -> None:
         raise ArtifactError("no GPU power control on this machine")
+
+    def compute_pids(self) -> list[int]:
+        return []
 
     def driver_version(self) -> str | None:
         return None
