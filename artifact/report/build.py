@@ -112,6 +112,12 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     made: list[Path] = []
     doc = Doc()
     doc.p(_first_line(summary, configs))
+    shared = sorted({r["provenance"].get("other_gpu_processes") or "" for r in records} - {""})
+    if shared:
+        doc.p(
+            "**Measured beside other processes on the GPU (`--allow-shared-device`): their "
+            f"load is in these numbers.** {'; '.join(shared)}"
+        )
 
     doc.h(1, "What ran")
     doc.table(
