@@ -13,6 +13,7 @@ exists is finished and is not run again.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -43,6 +44,17 @@ def atomic_write(path: Path, write: Callable[[IO[str]], object]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        written = Path(tmp).stat().st_size if Path(tmp).exists() else 0
+        Path(tmp).unlink(missing_ok=True)
+        if e.errno != errno.ENOSPC:
+            raise
+        free = os.statvfs(path.parent).f_bavail * os.statvfs(path.parent).f_frsize
+        raise ArtifactError(
+            f"no space left writing '{path}': it ran out after {written} bytes with "
+            f"{free} bytes free; free at least {max(written, 1 << 20)} bytes and re-run "
+            "(finished repetitions are kept)"
+        ) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

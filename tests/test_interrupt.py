@@ -258,3 +258,18 @@ def test_a_gpu_another_job_uses_is_refused_unless_allowed():
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_full_disk_leaves_no_half_file_and_says_so(tmp_path):
+    import errno
+
+    from artifact.store import atomic_write
+
+    def fills_the_disk(f):
+        f.write("x" * 1000)
+        f.flush()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(ArtifactError, match=r"no space left writing .*after 1000 bytes"):
+        atomic_write(tmp_path / "rep-000.json", fills_the_disk)
+    assert list(tmp_path.iterdir()) == []
