@@ -206,6 +206,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return launch_and_report(args, figure, preset.name, device, out, reps, nproc, options)
 
 
+def _interrupted(store, figure: str, why: str, reps: int, out: Path) -> int:
+    """Three lines: what finished, what did not, and the command that resumes."""
+    done = len(list((store.records_dir / figure).glob("*/*/rep-*.json")))
+    err_console.print(
+        f"{figure}: interrupted by {why}; {done} record(s) finished and kept\n"
+        f"not finished: the rest of {figure}'s {reps} repetitions (status/{figure}.json)\n"
+        f"resume: python -m artifact run {figure} --out {out}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,  # a path is never broken across lines
+    )
+    return 130
+
+
 def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -> int:
     """Start the ranks, record how they ended in status/, and print the summary."""
     from artifact import launch
@@ -213,10 +227,19 @@ def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -
 
     log_path = out / "logs" / f"{figure}.log"
     store = RunStore(out)
+    stop = out / "logs" / f"{figure}.stop"
+    stop.unlink(missing_ok=True)
+    STOP_FILE[:] = [stop]
     if removed := store.clean_partial():
         console.print(f"removed {removed} half-written file(s) a killed run left in {out}")
     for stale in procs.clear_stale_build_locks():
         console.print(f"removed a build lock a killed run left behind: {stale}")
+    uses_deepspeed = figure in ("fig4", "fig10", "fig11")
+    if device == "cpu" and uses_deepspeed and not procs.built("deepspeed_shm_comm"):
+        console.print(
+            "first use: DeepSpeed builds its CPU communication op now (about 40 s on 2 cores; "
+            f"needs a C++ compiler and ninja), once, into {procs.extensions_dir()}"
+        )
     try:
         outcome = launch.launch(
             log_path,
@@ -234,17 +257,13 @@ def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -
     except (KeyboardInterrupt, Terminated) as e:
         why = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C (SIGINT)"
         store.write_status(figure, "failed", f"interrupted by {why} (log: logs/{figure}.log)")
-        done = len(list((store.records_dir / figure).glob("*/*/rep-*.json")))
-        err_console.print(
-            f"{figure}: interrupted by {why}; {done} record(s) finished and kept\n"
-            f"not finished: the rest of {figure}'s {reps} repetitions (status/{figure}.json)\n"
-            f"resume: python -m artifact run {figure} --out {out}",
-            markup=False,
-            highlight=False,
-        )
-        return 130
+        return _interrupted(store, figure, why, reps, out)
     rc = outcome.returncode
     status = store.status().get(figure, {})
+    if stop.exists():  # a first Ctrl-C: the ranks stopped between repetitions, if not done
+        stop.unlink()
+        if "interrupted by Ctrl-C" in status.get("reason", ""):
+            return _interrupted(store, figure, "Ctrl-C (between repetitions)", reps, out)
     if outcome.hung:
         store.write_status(figure, "failed", f"{outcome.hung} (log: logs/{figure}.log)")
         status = store.status()[figure]
@@ -463,10 +482,23 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
+STOP_FILE: list[Path] = []  # where a first Ctrl-C asks the ranks to stop (set by a run)
+
+
+def _on_sigint(signum, frame):
+    """First Ctrl-C: the ranks stop after the repetition they are in. Second: now."""
+    if STOP_FILE and not STOP_FILE[0].exists():
+        STOP_FILE[0].touch()
+        err_console.print("stopping after the current repetition (Ctrl-C again: stop now)")
+        return
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGINT, _on_sigint)
     try:
         return args.func(args)
     except ArtifactError as e:

@@ -112,7 +112,11 @@ def launch(log_path: Path, hang_s: float = DEFAULT_HANG_S, **kwargs: Any) -> Out
             stderr=subprocess.STDOUT,
             text=True,
             env=env,
-            # the CLI killed (even with SIGKILL): torchrun is told, and stops its workers
+            # A terminal's Ctrl-C goes to its foreground process group: torchrun gets a
+            # group of its own, so the CLI alone decides (stop between repetitions, or
+            # now on a second Ctrl-C). The CLI killed, even with SIGKILL: torchrun is
+            # sent SIGTERM, and stops its workers.
+            start_new_session=True,
             preexec_fn=lambda: procs.die_with_parent(signal.SIGTERM),
         )
         last_output, hung = [time.time()], []

@@ -78,6 +78,11 @@ def extensions_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "torch_extensions"
 
 
+def built(op: str) -> bool:
+    """Whether torch's extension loader already built `op` (under any Python tag)."""
+    return any(extensions_dir().glob(f"*/{op}/{op}.so"))
+
+
 def _building_now(build_dir: Path) -> bool:
     """Whether a live process is compiling in `build_dir` (torch runs ninja there; the
     compilers name it in their arguments). A rank waiting on the lock is not building:

@@ -104,6 +104,18 @@ def gather(obj: Any) -> list[Any]:
     return out
 
 
+class StopRequested(Exception):
+    """The user pressed Ctrl-C once: stop at a repetition boundary, everything finished kept."""
+
+
+def stop_requested(ctx: RunContext) -> None:
+    """Raise StopRequested on every rank when the CLI asked to stop (a first Ctrl-C writes
+    OUT/logs/<figure>.stop); checked between repetitions, so none is left half-measured."""
+    asked = (ctx.store.root / "logs" / f"{ctx.figure}.stop").exists() if ctx.is_writer else None
+    if broadcast(asked):
+        raise StopRequested()
+
+
 SHARED_ENV = "ARTIFACT_ALLOW_SHARED_DEVICE"  # set by the CLI's --allow-shared-device
 
 

@@ -19,7 +19,7 @@ from artifact import procs
 from artifact.config import get_preset
 from artifact.experiments import get_experiment
 from artifact.measure import power
-from artifact.runner import RunContext
+from artifact.runner import RunContext, StopRequested
 from artifact.store import RunStore
 
 
@@ -121,6 +121,16 @@ def main(argv: list[str] | None = None) -> None:
 
         try:
             get_experiment(args.figure).run(ctx)
+        except StopRequested:
+            if rank == 0:
+                store.write_status(
+                    args.figure,
+                    "failed",
+                    f"interrupted by Ctrl-C between repetitions (log: logs/{args.figure}.log)",
+                )
+            dist.barrier()
+            logging.shutdown()
+            os._exit(0)  # a clean stop; the status and the CLI say it was interrupted
         except BaseException as e:
             if rank == 0:
                 store.write_status(args.figure, "failed", failure_reason(e, args.figure))

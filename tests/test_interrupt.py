@@ -273,3 +273,32 @@ def test_a_full_disk_leaves_no_half_file_and_says_so(tmp_path):
     with pytest.raises(ArtifactError, match=r"no space left writing .*after 1000 bytes"):
         atomic_write(tmp_path / "rep-000.json", fills_the_disk)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_stops_between_repetitions_and_says_how_to_resume(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "artifact", "run", "fig8", "--preset", "tiny", "--reps", "3"]
+    proc = subprocess.Popen(
+        [*cmd, "--out", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    _wait_for_record(out, proc)
+    proc.send_signal(signal.SIGINT)  # what a terminal's Ctrl-C sends the CLI
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 130, err[-2000:]
+    lines = [ln for ln in err.splitlines() if ln.startswith(("fig8:", "not finished:", "resume:"))]
+    assert lines[-1] == f"resume: python -m artifact run fig8 --out {out}", err[-2000:]
+    assert "interrupted by Ctrl-C (between repetitions)" in lines[-3]
+    status = json.loads((out / "status" / "fig8.json").read_text())
+    assert status["status"] == "failed" and "between repetitions" in status["reason"]
+    # whole repetitions only: every repetition on disk has all its phases
+    records = [json.loads(p.read_text()) for p in out.glob("records/fig8/**/rep-*.json")]
+    phases = {}
+    for r in records:
+        phases.setdefault((r["config_id"], r["rep"]), set()).add(r["mode"])
+    assert len({frozenset(v) for v in phases.values()}) == 1
+    assert "Traceback" not in err

@@ -25,7 +25,13 @@ from torch.profiler import profile
 from artifact.experiments import fig6, fig8
 from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize
-from artifact.runner import RunContext, profiler_activities, reduce_ranks, rep_done
+from artifact.runner import (
+    RunContext,
+    profiler_activities,
+    reduce_ranks,
+    rep_done,
+    stop_requested,
+)
 from artifact.store import atomic_write_text
 from artifact.workloads.microbench import Microbench
 
@@ -85,6 +91,7 @@ def run(ctx: RunContext) -> None:
         bench.calibrate(ctx.warmup)
         comm = ("memory",) if spec.comm == "copy" else ("communication",)
         for rep in todo:
+            stop_requested(ctx)
             # blocks of at least 0.5 s: 5 refresh intervals of NVML on an H200
             block_s = max(MIN_BLOCK_S, ctx.preset.power_window_s / 2)
             table, base_ns, samples, spans = _trace_window(ctx, bench, block_s)

@@ -29,6 +29,7 @@ from artifact.runner import (
     check_gpu_alone,
     measure_repetition,
     rep_done,
+    stop_requested,
 )
 from artifact.workloads.microbench import PHASES, Microbench, MicrobenchSpec, phase_order
 
@@ -157,6 +158,7 @@ def run_configs(
         }
         log.info("%s: collective repeated %d times to span the compute", config_id, count)
         for rep in todo:
+            stop_requested(ctx)
             results = measure_repetition(
                 ctx,
                 config_id=config_id,

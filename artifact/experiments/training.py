@@ -35,6 +35,7 @@ from artifact.runner import (
     gather,
     measure_repetition,
     rep_done,
+    stop_requested,
 )
 
 log = logging.getLogger(__name__)
@@ -181,6 +182,7 @@ def _measure(
             return m | {"tflops_per_gpu": tflops, "mfu": tflops / peak}
 
         for rep in todo:
+            stop_requested(ctx)
             for kept in losses.values():
                 kept.clear()
             results = measure_repetition(
