@@ -45,6 +45,13 @@ FLAG = {
 }
 
 
+# where a refusal can say more than "it takes: ..."
+WHY_NOT = {
+    ("contention", "matmul_size"): "--matmul-size does not apply to contention (each compute "
+    "kind has its size); narrow the sweep with --precision or --comm-mib",
+}
+
+
 def foreign_options(figure: str, options: dict[str, Any]) -> list[str]:
     """The flags in `options` that `figure` does not take."""
     return [FLAG[k] for k in options if k not in ACCEPTED_OPTIONS[figure]]
@@ -52,6 +59,9 @@ def foreign_options(figure: str, options: dict[str, Any]) -> list[str]:
 
 def check_options(figure: str, options: dict[str, Any]) -> None:
     foreign = foreign_options(figure, options)
+    for key in options:
+        if (figure, key) in WHY_NOT:
+            raise ArtifactError(WHY_NOT[(figure, key)])
     if foreign:
         takes = ", ".join(sorted(FLAG[k] for k in ACCEPTED_OPTIONS[figure])) or "none"
         raise ArtifactError(f"{figure} does not take {', '.join(foreign)}; it takes: {takes}")
