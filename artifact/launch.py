@@ -7,6 +7,7 @@ at --rdzv-endpoint (the same command runs under SLURM's srun, one agent a node).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,19 @@ def torchrun_command(
     return cmd
 
 
+def child_env(device: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The ranks' environment: DeepSpeed's accelerator follows the device the run uses.
+
+    Left to itself DeepSpeed probes, and an image or a shell may have pinned DS_ACCELERATOR
+    to a GPU kind: a CPU run then hands DeepSpeed a GPU accelerator and dies
+    (`torch._C has no attribute '_cuda_setDevice'`). ROCm's torch is DeepSpeed's 'cuda' too.
+    """
+    env = dict(os.environ if environ is None else environ)
+    env["DS_ACCELERATOR"] = "cpu" if device == "cpu" else "cuda"
+    return env
+
+
 def launch(**kwargs: Any) -> int:
     """Run the ranks to completion; returns torchrun's exit code."""
-    return subprocess.run(torchrun_command(**kwargs), check=False).returncode
+    cmd = torchrun_command(**kwargs)
+    return subprocess.run(cmd, env=child_env(kwargs["device"]), check=False).returncode
