@@ -3,7 +3,7 @@
 # suite, the lint session, the tiny `nox -s all`, and the preflight's refusal of a GPU run
 # without a GPU. A maintainer's tool, not CI (it needs root, buildah and ~20 GB of disk).
 #
-#   nice -n 10 bash requirements/check-image.sh [--no-cuda-wheels] [--stand-in]
+#   nice -n 10 bash requirements/check-image.sh [--no-cuda-wheels] [--stand-in] [--reuse]
 #
 # Base images: the pinned ones where a registry answers; where none does (or with
 # --stand-in), stand-ins made here: a Debian bookworm rootfs (debootstrap) with a CPython
@@ -13,17 +13,20 @@
 # the Dockerfiles' steps, not the real bases.
 # --no-cuda-wheels: leave out torch's CUDA build and triton, nvidia-*, cuda-* (several GB)
 # and install a CPU torch 2.13.0 wheel instead (TORCH_CPU_WHEEL=path, or found in pip's
-# find-links folders); the ROCm stand-in always holds CPU torch.
+# find-links folders); the ROCm stand-in always holds CPU torch. --reuse: skip the builds
+# and check the images a previous run left in $CHECK_IMAGE_DIR.
 # Needs: apt-get install -y buildah debootstrap. State: $CHECK_IMAGE_DIR (/var/tmp/overlap-check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 no_cuda_wheels=0
 stand_in=0
+reuse=0
 for a in "$@"; do
   case $a in
     --no-cuda-wheels) no_cuda_wheels=1 ;;
     --stand-in) stand_in=1 ;;
-    *) echo "unknown option $a; accepted: --no-cuda-wheels, --stand-in" >&2; exit 2 ;;
+    --reuse) reuse=1 ;;
+    *) echo "unknown option $a; accepted: --no-cuda-wheels, --stand-in, --reuse" >&2; exit 2 ;;
   esac
 done
 work=${CHECK_IMAGE_DIR:-/var/tmp/overlap-check}
@@ -46,7 +49,11 @@ find_wheel() {  # find_wheel PYTAG: a CPU torch 2.13.0 wheel, from TORCH_CPU_WHE
 
 cuda_base=$(base_of Dockerfile.cuda)
 rocm_base=$(base_of Dockerfile.rocm)
-if [ "$stand_in" = 0 ] && timeout 300 bh pull -q "$cuda_base" >/dev/null 2>&1; then
+if [ "$reuse" = 1 ]; then
+  step "reusing the images of a previous run"
+  bh inspect --type image overlap-artifact:cuda overlap-artifact:rocm >/dev/null
+  stand_in=$(bh inspect --type image localhost/overlap-standin:cuda >/dev/null 2>&1 && echo 1 || echo 0)
+elif [ "$stand_in" = 0 ] && timeout 300 bh pull -q "$cuda_base" >/dev/null 2>&1; then
   step "a registry answers: building on the pinned bases"
   pytag=cp312
 else
@@ -102,7 +109,7 @@ fi
 
 cuda_args=()
 rm -f requirements/wheels/*.whl
-if [ "$no_cuda_wheels" = 1 ]; then
+if [ "$no_cuda_wheels" = 1 ] && [ "$reuse" = 0 ]; then
   wheel=$(find_wheel "$pytag")
   cp -l "$wheel" requirements/wheels/ 2>/dev/null || cp "$wheel" requirements/wheels/
   cuda_args=(--build-arg CUDA_WHEELS=0)
@@ -111,6 +118,7 @@ trap 'rm -f requirements/wheels/*.whl' EXIT
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 
 for kind in cuda rocm; do
+  [ "$reuse" = 1 ] && break
   base=${kind}_base
   step "building overlap-artifact:$kind on ${!base}"
   extra=()
@@ -134,7 +142,9 @@ in_image() {  # in_image KIND [--user UID:GID] CMD...
     | python3 -c 'import json, sys; print(*json.load(sys.stdin)["OCIv1"]["config"]["Entrypoint"], sep="\n")')
   [ "${#ep[@]}" -gt 0 ] || { echo "overlap-artifact:$kind has no ENTRYPOINT" >&2; return 1; }
   local rc=0
-  bh run --isolation chroot "${opts[@]}" "$ctr" -- "${ep[@]}" "$@" || rc=$?
+  # Docker puts the container's hostname in /etc/hosts; buildah run does not, and torch's
+  # c10d store (torchrun, gloo) then hangs resolving it: name the container localhost.
+  bh run --isolation chroot --hostname localhost "${opts[@]}" "$ctr" -- "${ep[@]}" "$@" || rc=$?
   bh rm "$ctr" >/dev/null
   return $rc
 }
@@ -160,6 +170,7 @@ start=$(date +%s)
 in_image cuda sh -c 'nox -s all -- --preset tiny && head -n 1 results/*-tiny/report/appendix.md' 
 echo "tiny all took $(( $(date +%s) - start )) s"
 kinds="stand-in bases"; [ "$stand_in" = 0 ] && kinds="pinned bases"
+[ "$reuse" = 1 ] && kinds="$kinds, reused"
 wheels="CUDA wheels"; [ "$no_cuda_wheels" = 1 ] && wheels="CPU torch instead of the CUDA wheels"
 step "OK: both images built ($kinds, $wheels); tests, lint and the tiny run pass in the CUDA image"
 echo "images: buildah --root $work/storage --storage-driver vfs images; remove: rm -rf $work"
