@@ -51,7 +51,7 @@ cuda_base=$(base_of Dockerfile.cuda)
 rocm_base=$(base_of Dockerfile.rocm)
 if [ "$reuse" = 1 ]; then
   step "reusing the images of a previous run"
-  bh inspect --type image overlap-artifact:cuda overlap-artifact:rocm >/dev/null
+  for kind in cuda rocm; do bh inspect --type image "overlap-artifact:$kind" >/dev/null; done
   stand_in=$(bh inspect --type image localhost/overlap-standin:cuda >/dev/null 2>&1 && echo 1 || echo 0)
 elif [ "$stand_in" = 0 ] && timeout 300 bh pull -q "$cuda_base" >/dev/null 2>&1; then
   step "a registry answers: building on the pinned bases"
