@@ -75,9 +75,18 @@ def _python(session: nox.Session) -> str:
     return py
 
 
+def _preflight(py: str, args: list[str]) -> None:
+    """Check the machine before anything is written (artifact/preflight.py): its one-line
+    error, and exit 2, instead of a quiet CPU run in a GPU image."""
+    if subprocess.run([py, "-m", "artifact.preflight", *args]).returncode != 0:
+        raise SystemExit(2)  # past nox's session handling: the line above says it all
+
+
 def _figure_session(figure: str):
     def run_figure(session: nox.Session) -> None:
-        session.run(_python(session), "-m", "artifact", "run", figure, *session.posargs)
+        py = _python(session)
+        _preflight(py, list(session.posargs))
+        session.run(py, "-m", "artifact", "run", figure, *session.posargs)
 
     run_figure.__doc__ = f"Run {figure}'s experiment (tiny preset on CPU, quick on GPU)."
     return run_figure
@@ -97,6 +106,7 @@ def all_figures(session: nox.Session) -> None:
     """Every figure into one folder, then summary, verdicts and report; a failing figure does not stop the others."""
     py = _python(session)
     args = list(session.posargs)
+    _preflight(py, args)
     if "--out" not in args:
         preset = (
             args[args.index("--preset") + 1]

@@ -69,6 +69,18 @@ def torchrun_command(
     return cmd
 
 
+def child_env(device: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The ranks' environment: DeepSpeed's accelerator follows the device the run uses.
+
+    Left to itself DeepSpeed probes, and an image or a shell may have pinned DS_ACCELERATOR
+    to a GPU kind: a CPU run then hands DeepSpeed a GPU accelerator and dies
+    (`torch._C has no attribute '_cuda_setDevice'`). ROCm's torch is DeepSpeed's 'cuda' too.
+    """
+    env = dict(os.environ if environ is None else environ)
+    env["DS_ACCELERATOR"] = "cpu" if device == "cpu" else "cuda"
+    return env
+
+
 @dataclass
 class Outcome:
     returncode: int
@@ -102,7 +114,7 @@ def launch(log_path: Path, hang_s: float = DEFAULT_HANG_S, **kwargs: Any) -> Out
     log_path.parent.mkdir(parents=True, exist_ok=True)
     progress = log_path.with_suffix(".progress")
     progress.unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ARTIFACT_HANG_S": str(hang_s)}
+    env = {**child_env(kwargs["device"]), "PYTHONUNBUFFERED": "1", "ARTIFACT_HANG_S": str(hang_s)}
     with log_path.open("a") as log:
         log.write(f"{RUN_HEADER} {' '.join(torchrun_command(**kwargs))}\n")
         log.flush()

