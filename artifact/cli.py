@@ -402,6 +402,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m artifact", description=__doc__.splitlines()[0])
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     run = sub.add_parser("run", help="run one figure's experiment")
@@ -504,6 +505,17 @@ def main(argv: list[str] | None = None) -> int:
     except ArtifactError as e:
         err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
         return 2
+    except Exception as e:  # a bug, not bad input: one line, the traceback with --debug
+        if args.debug:
+            raise
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        err_console.print(
+            f"internal error: {type(e).__name__}: {first} (run again with --debug for the traceback)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
 
 
 if __name__ == "__main__":
