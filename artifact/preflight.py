@@ -129,17 +129,10 @@ def decide(m: Machine, *, cpu_on_purpose: bool, gpus_wanted: int | None = None) 
 
 
 def _nvidia_driver() -> str | None:
-    try:
-        import pynvml
+    """The NVIDIA driver's version through the one device layer; None without a driver."""
+    from artifact.measure import device
 
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no libnvidia-ml.so: no driver mounted (or none on this machine)
-        return None
-    return version.decode() if isinstance(version, bytes) else str(version)
+    return device.driver_version("nvml")
 
 
 def _kfd() -> str:

@@ -277,7 +277,7 @@ def test_a_full_disk_leaves_no_half_file_and_says_so(tmp_path):
 
 def test_ctrl_c_stops_between_repetitions_and_says_how_to_resume(tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "artifact", "run", "fig8", "--preset", "tiny", "--reps", "3"]
+    cmd = [sys.executable, "-m", "artifact", "run", "fig8", "--preset", "tiny", "--reps", "6"]
     proc = subprocess.Popen(
         [*cmd, "--out", str(out)],
         cwd=ROOT,
@@ -301,4 +301,5 @@ def test_ctrl_c_stops_between_repetitions_and_says_how_to_resume(tmp_path):
     for r in records:
         phases.setdefault((r["config_id"], r["rep"]), set()).add(r["mode"])
     assert len({frozenset(v) for v in phases.values()}) == 1
+    assert len({rep for _, rep in phases}) < 6  # it stopped before the end
     assert "Traceback" not in err
