@@ -42,17 +42,19 @@ from artifact.experiments import SAME_RECORDS_AS, records_figure
 RUN = Path(__file__).resolve().parent.parent / "results" / "h200x1" / "all-quick"
 RATES_CSV = RUN / "summary.csv"
 
-# Wall time of each figure at the tiny preset on 2 AMD EPYC cores (README's time table).
+# Wall time of each figure at the tiny preset on 2 idle AMD EPYC cores (README's time
+# table: `bash .ci/run` from a fresh clone, DeepSpeed's CPU op already built; its first
+# build adds about 40 s to fig4).
 TINY_MEASURED_S = {
-    "fig4": 96.0,  # includes a one-off ~40 s build of DeepSpeed's CPU Adam extension
-    "fig6": 18.0,
-    "fig7": 14.0,
-    "fig8": 18.0,
-    "fig9": 12.0,
-    "fig10": 50.0,
-    "fig11": 30.0,
-    "contention": 13.0,
-    "v2": 14.0,
+    "fig4": 24.0,
+    "fig6": 7.0,
+    "fig7": 7.0,
+    "fig8": 9.0,
+    "fig9": 7.0,
+    "fig10": 23.0,
+    "fig11": 17.0,
+    "contention": 12.0,
+    "v2": 12.0,
 }
 # The same at the quick preset on one H200 (results/h200x1/all-quick/README.md); the
 # constants below are calibrated against them and tests/test_plan.py checks the estimate.
