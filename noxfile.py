@@ -152,8 +152,10 @@ def plan(session: nox.Session) -> None:
 
 @nox.session
 def report(session: nox.Session) -> None:
-    """Write the appendix-style report of a results folder: nox -s report -- DIR."""
-    session.run(_python(session), "-m", "artifact", "report", *session.posargs)
+    """Compare a results folder with expected/ and write its report: nox -s report -- DIR."""
+    py = _python(session)
+    session.run(py, "-m", "artifact", "compare", *session.posargs)
+    session.run(py, "-m", "artifact", "report", *session.posargs)
 
 
 @nox.session

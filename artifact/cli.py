@@ -358,7 +358,8 @@ def cmd_restore_caps(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from artifact.compare import VERDICTS, write_verdicts
+    from artifact.compare import write_verdicts
+    from artifact.verdicts import VERDICTS
 
     out = Path(args.dir)
     if not out.is_dir():

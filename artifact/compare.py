@@ -27,26 +27,13 @@ from artifact.aggregate import load_summary
 from artifact.env import REPO_ROOT
 from artifact.errors import ArtifactError
 from artifact.store import RunStore
+from artifact.verdicts import COLUMNS
 
 EXPECTED_DIR = REPO_ROOT / "expected"
-VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not applicable", "not run")
 # Fewer repetitions than this and a number is not judged either way (docs/measurement.md,
 # "Statistics"): at n = 3 even an honest interval is too wide to tell much, and the
 # bootstrap intervals this replaced covered the truth only 73 % of the time.
 MIN_REPETITIONS = 5
-COLUMNS = [
-    "figure",
-    "item",
-    "expected",
-    "tolerance",
-    "mean",
-    "ci_low",
-    "ci_high",
-    "verdict",
-    "reason",
-    "n",
-    "ci_method",
-]
 AGGREGATES = ("mean", "max", "cap_increase")
 CLAIM_KINDS = {
     "every_row_positive": ("metric",),

@@ -131,6 +131,7 @@ def test_report_of_a_cpu_run(fig8_run):
     from tests.conftest import run_cli
 
     out, _ = fig8_run
+    assert run_cli("compare", str(out)).returncode == 0  # compare judges; the report reads
     res = run_cli("report", str(out))
     assert res.returncode == 0, res.stderr
     report = out / "report"

@@ -14,13 +14,13 @@ import pandas as pd
 
 from artifact import validation
 from artifact.aggregate import by_key, load_summary
-from artifact.compare import VERDICTS, write_verdicts
 from artifact.config import EXTRA_EXPERIMENTS, FIGURES
 from artifact.env import FINGERPRINT_KEYS
 from artifact.experiments import records_figure
 from artifact.report import plots
 from artifact.report.document import Doc, to_html, to_latex, to_markdown
 from artifact.store import RunStore, atomic_write_text
+from artifact.verdicts import VERDICTS, load_verdicts
 
 TITLE = "Artifact appendix: Characterizing Compute-Communication Overlap (arXiv 2507.03114)"
 # what makes an environment (the mixing check's keys), and how the run used it
@@ -102,7 +102,7 @@ def _first_line(summary: pd.DataFrame, configs: dict) -> str:
 def build(out: Path) -> tuple[Doc, list[Path]]:
     store = RunStore(out)
     summary = load_summary(out)
-    verdicts = write_verdicts(out)
+    verdicts = load_verdicts(out)  # compare judges; the report only reads
     status = store.status()
     records = store.records()
     provenance = records[0]["provenance"] if records else {}
