@@ -42,7 +42,8 @@ class Derived:
     applies: Callable[[dict[str, Any]], bool] = lambda config: True
 
 
-def ratio(metric: str, over: tuple[str, str], under: tuple[str, str]) -> Derived:
+def relative_change(metric: str, over: tuple[str, str], under: tuple[str, str]) -> Derived:
+    """metric = (over - under) / under: Eq. 1 and every "increase" or "gap" derived here."""
     return Derived(metric, eq.slowdown, (over, under), "ratio")
 
 
@@ -67,18 +68,22 @@ MODE_DERIVED = [
         (("overlap", "e2e_ms"), ("overlap", "compute_ms"), ("sequential", "compute_ms")),
         "ratio",
     ),
-    ratio("peak_power_increase", ("overlap", "power_peak_w"), ("sequential", "power_peak_w")),
-    ratio("mean_power_increase", ("overlap", "power_mean_w"), ("sequential", "power_mean_w")),
-    ratio(
+    relative_change(
+        "peak_power_increase", ("overlap", "power_peak_w"), ("sequential", "power_peak_w")
+    ),
+    relative_change(
+        "mean_power_increase", ("overlap", "power_mean_w"), ("sequential", "power_mean_w")
+    ),
+    relative_change(
         "energy_per_iter_change",
         ("overlap", "energy_per_iter_j"),
         ("sequential", "energy_per_iter_j"),
     ),
     # V1: the sequential baseline's compute equals compute with no communication at all.
-    ratio("v1_baseline_gap", ("sequential", "compute_ms"), ("nocomm", "compute_ms")),
+    relative_change("v1_baseline_gap", ("sequential", "compute_ms"), ("nocomm", "compute_ms")),
     # Eq. 1 against that other baseline: where V1 fails (a power-limited GPU runs
     # back-to-back compute slower than compute between communication gaps), the two differ.
-    ratio("slowdown_vs_nocomm", ("overlap", "compute_ms"), ("nocomm", "compute_ms")),
+    relative_change("slowdown_vs_nocomm", ("overlap", "compute_ms"), ("nocomm", "compute_ms")),
 ]
 
 

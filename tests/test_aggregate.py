@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from artifact import metrics as eq
-from artifact.aggregate import COLUMNS, MODE_DERIVED, Derived, ratio, summarize
+from artifact.aggregate import COLUMNS, MODE_DERIVED, Derived, relative_change, summarize
 
 UNITS = {"compute_ms": "ms", "e2e_ms": "ms", "comm_role_ms": "ms"}
 
@@ -33,7 +33,7 @@ def _row(df, mode, metric, config_id="c"):
     return sel.iloc[0]
 
 
-SLOWDOWN = ratio("slowdown", ("overlap", "compute_ms"), ("sequential", "compute_ms"))
+SLOWDOWN = relative_change("slowdown", ("overlap", "compute_ms"), ("sequential", "compute_ms"))
 
 
 def test_columns_change_only_by_addition():
@@ -75,7 +75,9 @@ def test_pairing_is_by_repetition_whatever_the_phase_names():
     drift = rng.normal(1, 0.1, 6)
     overlap = 5.0 * drift * rng.normal(1, 0.01, 6)
     alone = 4.0 * drift * rng.normal(1, 0.01, 6)
-    comm = ratio("comm_slowdown", ("overlap", "comm_role_ms"), ("comm_alone", "comm_role_ms"))
+    comm = relative_change(
+        "comm_slowdown", ("overlap", "comm_role_ms"), ("comm_alone", "comm_role_ms")
+    )
     # records in shuffled order: pairing must follow `rep`, not the order read
     records = [_record("c", "overlap", i, {"comm_role_ms": overlap[i]}) for i in range(6)]
     records += [_record("c", "comm_alone", i, {"comm_role_ms": alone[i]}) for i in range(6)]

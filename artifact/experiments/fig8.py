@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from artifact import metrics as eq
-from artifact.aggregate import MODE_DERIVED, Derived, ratio
+from artifact.aggregate import MODE_DERIVED, Derived, relative_change
 from artifact.config import Preset
 from artifact.precision import dtype_of
 from artifact.runner import (
@@ -53,8 +53,8 @@ UNITS = {
 }
 
 DERIVED = [
-    ratio("matmul_slowdown", ("overlap", "compute_ms"), ("sequential", "compute_ms")),
-    ratio("comm_slowdown", ("overlap", "comm_role_ms"), ("comm_alone", "comm_role_ms")),
+    relative_change("matmul_slowdown", ("overlap", "compute_ms"), ("sequential", "compute_ms")),
+    relative_change("comm_slowdown", ("overlap", "comm_role_ms"), ("comm_alone", "comm_role_ms")),
     Derived(
         "e2e_ideal_max_ms", eq.e2e_ideal_max, (("nocomm", "e2e_ms"), ("comm_alone", "e2e_ms")), "ms"
     ),
