@@ -131,3 +131,19 @@ def test_report_of_a_config_id_shared_by_three_figures(tmp_path):
     overlap_items = verdicts[verdicts["item"].isin(["fp16_relieves_small_models"])]
     assert set(overlap_items["verdict"]) == {"not applicable"}
     assert "Reproduction" not in md.splitlines()[0]
+
+
+def test_report_flags_a_profiled_pass_slower_than_the_timed_one(tmp_path):
+    rows = [
+        _row("fig4", "cfg_a", "overlap", "e2e_ms", 100.0),
+        _row("fig4", "cfg_a", "overlap", "profiled_span_ms", 110.0),  # impossible in one state
+        _row("fig4", "cfg_b", "overlap", "e2e_ms", 100.0),
+        _row("fig4", "cfg_b", "overlap", "profiled_span_ms", 90.0),  # host gaps: normal
+    ]
+    pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(tmp_path / "summary.csv", index=False)
+    (tmp_path / "configs.json").write_text(json.dumps({}))
+    write_verdicts(tmp_path)
+    write_report(tmp_path)
+    md = (tmp_path / "report" / "appendix.md").read_text()
+    assert "2 mode(s) checked; 1 where the passes disagree: Eq. 4 is unreliable there." in md
+    assert "| fig4 | cfg_a | overlap | 100 | 110 | 1.1 |" in md and "| cfg_b |" not in md

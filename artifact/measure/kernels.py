@@ -211,6 +211,11 @@ def per_iteration(
         .fillna(0.0)
     )
     sums.columns = [f"{c}_us" for c in sums.columns]
+    # the device's busy span of each iteration: first kernel start to last kernel end,
+    # the profiled counterpart of the timed E2E (docs/measurement.md, "Consistency")
+    end = df["start"] + df["dur"]
+    span = end.groupby(df["iteration"]).max() - df["start"].groupby(df["iteration"]).min()
+    sums["span_us"] = span.reindex(range(iterations)).fillna(0.0).to_numpy()
     groups = dict(list(df.groupby("iteration")))
     sums["overlap_fraction"] = [
         overlap_fraction(groups[i], comm) if i in groups else float("nan") for i in sums.index

@@ -265,6 +265,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
         doc.p(_sentence(why))
     else:
         _v2_section(doc, summary, configs, records)
+    _consistency_section(doc, summary)
     doc.h(2, "V3: overlap fraction beside every slowdown")
     sd = summary[
         (summary["mode"] == "derived") & summary["metric"].isin(["slowdown", "matmul_slowdown"])
@@ -324,6 +325,55 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
         "CPU rows are functional checks; one-GPU rows of fig8 use labelled proxies for the all-reduce; CPU pipeline rows run Megatron-core through a CUDA-to-CPU shim; fig9 changes power limits only with --allow-power-cap and always restores them."
     )
     return doc, made
+
+
+CONSISTENCY_MARGIN = 0.02  # the profiled pass's device span may exceed timed E2E by this
+
+
+def _consistency_section(doc: Doc, summary: pd.DataFrame) -> None:
+    """Timed and profiled passes: Eq. 4 subtracts a profiled difference from a timed E2E."""
+    doc.h(2, "Consistency of the timed and the profiled passes")
+    doc.p(
+        f"Each phase is timed, then profiled in a second pass. Kernels running back to back cannot take longer than the wall clock, so where the profiled pass's device span (first kernel start to last kernel end, per iteration) exceeds the timed E2E of the same mode by more than {CONSISTENCY_MARGIN:.0%}, the two passes ran in different states (power, clocks), and Eq. 4, which mixes them, is unreliable for that configuration. A span well below E2E is normal: host work and gaps."
+    )
+    gpu_rows = summary[summary["gpu"].astype(str) != "cpu"]
+    if gpu_rows.empty:
+        doc.p(
+            "Not checked on a CPU: the profiler lengthens CPU ops themselves, so the spans mean nothing there."
+        )
+        return
+    keyed = by_key(gpu_rows)["mean"]
+    rows, checked = [], 0
+    for (fig, cid, mode, metric), span in keyed.items():
+        if metric != "profiled_span_ms" or mode not in ("overlap", "sequential", "nocomm"):
+            continue
+        e2e = keyed.get((fig, cid, mode, "e2e_ms"))
+        if e2e is None or not e2e > 0 or not span > 0:
+            continue
+        checked += 1
+        if span / e2e > 1 + CONSISTENCY_MARGIN:
+            rows.append([fig, cid, mode, _f(e2e), _f(span), _f(span / e2e)])
+    if not checked:
+        doc.p(
+            "Not checked: no profiled spans in this folder (records made before the check existed)."
+        )
+        return
+    doc.p(
+        f"{checked} mode(s) checked; {len(rows)} where the passes disagree"
+        + (": Eq. 4 is unreliable there." if rows else ".")
+    )
+    if rows:
+        doc.table(
+            [
+                "figure",
+                "configuration",
+                "mode",
+                "E2E timed (ms)",
+                "span profiled (ms)",
+                "span / E2E",
+            ],
+            rows,
+        )
 
 
 def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir: Path) -> list:
