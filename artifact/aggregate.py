@@ -87,6 +87,11 @@ MODE_DERIVED = [
 ]
 
 
+def gpus_in(summary: pd.DataFrame) -> list[str]:
+    """The GPU models a summary's rows ran on (none: a CPU run)."""
+    return sorted({g for g in summary.get("gpu", pd.Series(dtype=str)).dropna() if g != "cpu"})
+
+
 def load_summary(out: Path) -> pd.DataFrame:
     """OUT/summary.csv, checked: a missing, empty or malformed one is a one-line error."""
     path = Path(out) / "summary.csv"

@@ -134,10 +134,8 @@ def _check_gpus_idle(nproc: int, allow: bool) -> None:
     from artifact.measure import device as gpu_layer
     from artifact.runner import SHARED_ENV
 
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
-    indices = [int(v) for v in visible.split(",") if v.strip().isdigit()] if visible else []
     gpus = {}
-    for i in (indices or range(nproc))[:nproc]:
+    for i in (gpu_layer.physical_index(rank) for rank in range(nproc)):
         try:
             gpus[i] = gpu_layer.open_gpu(i)
         except gpu_layer.Unavailable:
@@ -262,7 +260,7 @@ def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -
     status = store.status().get(figure, {})
     if stop.exists():  # a first Ctrl-C: the ranks stopped between repetitions, if not done
         stop.unlink()
-        if "interrupted by Ctrl-C" in status.get("reason", ""):
+        if status.get("interrupted"):
             return _interrupted(store, figure, "Ctrl-C (between repetitions)", reps, out)
     if outcome.hung:
         store.write_status(figure, "failed", f"{outcome.hung} (log: logs/{figure}.log)")

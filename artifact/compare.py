@@ -23,11 +23,11 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from artifact.aggregate import load_summary
+from artifact.aggregate import gpus_in, load_summary
 from artifact.env import REPO_ROOT
 from artifact.errors import ArtifactError
 from artifact.store import RunStore
-from artifact.verdicts import COLUMNS
+from artifact.verdicts import COLUMNS, as_sentence
 
 EXPECTED_DIR = REPO_ROOT / "expected"
 # Fewer repetitions than this and a number is not judged either way (docs/measurement.md,
@@ -187,16 +187,8 @@ def _verdict(
         "ci_low": lo,
         "ci_high": hi,
         "verdict": verdict,
-        "reason": _sentence(reason),
+        "reason": as_sentence(reason),
     }
-
-
-def _sentence(text: str) -> str:
-    """A reason as a sentence: capital first, full stop last."""
-    text = text.strip()
-    if not text:
-        return text
-    return text[0].upper() + text[1:] + ("" if text.endswith((".", ")", "!", "?")) else ".")
 
 
 def _aggregate(item, rows: pd.DataFrame, configs: dict) -> tuple[float, float, float, str]:
@@ -353,17 +345,13 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
     )
 
 
-def _scope_gpus(summary: pd.DataFrame) -> list[str]:
-    return sorted({g for g in summary.get("gpu", pd.Series(dtype=str)).dropna() if g != "cpu"})
-
-
 def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     items = load_expected(expected_dir)
     summary = load_summary(out)
     cfg_path = Path(out) / "configs.json"
     configs = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
     status = RunStore(out).status()
-    gpus = _scope_gpus(summary)
+    gpus = gpus_in(summary)
     on_cpu = not gpus
     rows_out = []
     for item in items:

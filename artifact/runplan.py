@@ -67,6 +67,15 @@ def check_options(figure: str, options: dict[str, Any]) -> None:
         raise ArtifactError(f"{figure} does not take {', '.join(foreign)}; it takes: {takes}")
 
 
+def _plain(obj: Any) -> Any:
+    """`obj` as plan.json holds it (strict JSON), so a fresh value compares with a stored one."""
+    return json.loads(json.dumps(strict_json(obj), default=str))
+
+
+def _differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
 def read(out: Path) -> dict[str, Any] | None:
     path = Path(out) / PLAN
     if not path.is_file():
@@ -99,10 +108,7 @@ def reconcile(
             raise ArtifactError(
                 f"'{out}' holds a {key} {have!r} run; this one is {want!r}: use another --out"
             )
-    fp = json.loads(json.dumps(strict_json(fingerprint), default=str))
-    differ = sorted(
-        k for k in set(fp) | set(plan["fingerprint"]) if fp.get(k) != plan["fingerprint"].get(k)
-    )
+    differ = _differing(_plain(fingerprint), plan["fingerprint"])
     if differ:
         raise ArtifactError(
             f"'{out}' was measured in another environment (differs in: {', '.join(differ)}); "
@@ -111,11 +117,8 @@ def reconcile(
     fig = plan["figures"].get(figure)
     if fig is None:
         return reps or default_reps, None
-    opts = json.loads(json.dumps(strict_json(options)))
-    if opts != fig["options"]:
-        changed = sorted(
-            k for k in set(opts) | set(fig["options"]) if opts.get(k) != fig["options"].get(k)
-        )
+    changed = _differing(_plain(options), fig["options"])
+    if changed:
         raise ArtifactError(
             f"'{out}' ran {figure} with other options ({', '.join(FLAG.get(k, k) for k in changed)}: "
             f"{ {k: fig['options'].get(k) for k in changed} } before); use another --out"
@@ -144,12 +147,12 @@ def record(
     plan = read(out) or {
         "preset": preset,
         "device": device,
-        "fingerprint": json.loads(json.dumps(strict_json(fingerprint), default=str)),
+        "fingerprint": _plain(fingerprint),
         "figures": {},
     }
     plan["figures"][figure] = {
         "reps": reps,
-        "options": json.loads(json.dumps(strict_json(options))),
+        "options": _plain(options),
         "processes": nproc,
     }
     atomic_write_text(Path(out) / PLAN, json.dumps(plan, indent=1, sort_keys=True))

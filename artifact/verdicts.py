@@ -25,6 +25,14 @@ COLUMNS = [
 ]
 
 
+def as_sentence(text: str) -> str:
+    """A reason as a sentence: capital first, full stop last (compare's and the report's)."""
+    text = text.strip()
+    if not text:
+        return text
+    return text[0].upper() + text[1:] + ("" if text.endswith((".", ")", "!", "?")) else ".")
+
+
 def load_verdicts(out: Path) -> pd.DataFrame:
     """OUT/verdicts.csv, checked; a missing or malformed one is a one-line error."""
     path = Path(out) / "verdicts.csv"

@@ -18,6 +18,7 @@ from artifact import env as envmod
 from artifact import procs
 from artifact.config import get_preset
 from artifact.experiments import get_experiment
+from artifact.measure import device as device_layer
 from artifact.measure import power
 from artifact.runner import RunContext, StopRequested
 from artifact.store import RunStore
@@ -28,16 +29,6 @@ def _device(kind: str, local_rank: int) -> torch.device:
         return torch.device("cpu")
     torch.cuda.set_device(local_rank)
     return torch.device("cuda", local_rank)
-
-
-def _physical_index(local_rank: int) -> int:
-    """NVML/AMD-SMI index of this rank's GPU: NVML ignores CUDA_VISIBLE_DEVICES."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
-    if visible:
-        entries = [v.strip() for v in visible.split(",")]
-        if local_rank < len(entries) and entries[local_rank].isdigit():
-            return int(entries[local_rank])
-    return local_rank
 
 
 def failure_reason(e: BaseException, figure: str) -> str:
@@ -78,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         preset = get_preset(args.preset)
         telemetry = (
-            power.open_backend("auto", _physical_index(local_rank))
+            power.open_backend("auto", device_layer.physical_index(local_rank))
             if device.type == "cuda"
             else power.NoneBackend()
         )
@@ -101,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
                 "started; a run stopped before it finished leaves this status",
                 configs={},
             )
-        options = {**json.loads(args.options), "gpu_index": _physical_index(local_rank)}
+        options = {**json.loads(args.options), "gpu_index": device_layer.physical_index(local_rank)}
         ctx = RunContext(
             figure=args.figure,
             preset=preset,
@@ -127,6 +118,7 @@ def main(argv: list[str] | None = None) -> None:
                     args.figure,
                     "failed",
                     f"interrupted by Ctrl-C between repetitions (log: logs/{args.figure}.log)",
+                    interrupted=True,
                 )
             dist.barrier()
             logging.shutdown()
@@ -138,8 +130,9 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             telemetry.close()
         dist.barrier()  # every rank's work, and rank 0's records, are done
-        if rank == 0 and store.status()[args.figure]["status"] == "running":
-            skipped = store.status()[args.figure].get("configs", {})
+        status = store.status()[args.figure] if rank == 0 else {}
+        if status.get("status") == "running":
+            skipped = status.get("configs", {})
             if any((store.records_dir / args.figure).glob("**/rep-*.json")):
                 why = (
                     f"{len(skipped)} configuration(s) not run"

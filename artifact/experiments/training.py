@@ -96,6 +96,12 @@ def cannot_run(ctx: RunContext, spec: Any) -> tuple[str | None, float]:
     return (reasons[0] if reasons else None), needed
 
 
+def _not_run(ctx: RunContext, config_id: str, reason: str) -> None:
+    log.warning("%s: not run: %s", config_id, reason)
+    if ctx.is_writer:
+        ctx.store.write_config_status(ctx.figure, config_id, "not run", reason)
+
+
 def release_memory(device: torch.device) -> None:
     """Return what a torn-down trainer held, so the next configuration starts clean."""
     gc.collect()
@@ -118,9 +124,7 @@ def run_configs(
             continue
         reason, needed = cannot_run(ctx, spec)
         if reason:
-            log.warning("%s: not run: %s", config_id, reason)
-            if ctx.is_writer:
-                ctx.store.write_config_status(ctx.figure, config_id, "not run", reason)
+            _not_run(ctx, config_id, reason)
             continue
         free = capability.free_memory_bytes(ctx.device)
         try:
@@ -132,9 +136,7 @@ def run_configs(
                 f"out of memory at micro-batch {spec.micro_batch}: about "
                 f"{needed / memory.GIB:.1f} GiB needed (estimate), {free / memory.GIB:.1f} GiB free"
             )
-            log.warning("%s: not run: %s", config_id, reason)
-            if ctx.is_writer:
-                ctx.store.write_config_status(ctx.figure, config_id, "not run", reason)
+            _not_run(ctx, config_id, reason)
             if ctx.world_size > 1:
                 # the other ranks may be waiting in a collective this rank never joins:
                 # the figure fails (its status says why) rather than hanging

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -194,6 +195,16 @@ _CLASSES: dict[str, type[NvmlDevice] | type[AmdSmiDevice]] = {
     "nvml": NvmlDevice,
     "amdsmi": AmdSmiDevice,
 }
+
+
+def physical_index(local_rank: int) -> int:
+    """NVML/AMD-SMI index of a rank's GPU: NVML ignores CUDA_VISIBLE_DEVICES."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
+    if visible:
+        entries = [v.strip() for v in visible.split(",")]
+        if local_rank < len(entries) and entries[local_rank].isdigit():
+            return int(entries[local_rank])
+    return local_rank
 
 
 def open_gpu(index: int = 0, backends: Sequence[str] = GPU_BACKENDS) -> Device:

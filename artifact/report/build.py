@@ -13,14 +13,14 @@ from pathlib import Path
 import pandas as pd
 
 from artifact import validation
-from artifact.aggregate import by_key, load_summary
+from artifact.aggregate import by_key, gpus_in, load_summary
 from artifact.config import EXTRA_EXPERIMENTS, FIGURES
 from artifact.env import FINGERPRINT_KEYS
 from artifact.experiments import records_figure
 from artifact.report import plots
 from artifact.report.document import Doc, to_html, to_latex, to_markdown
 from artifact.store import RunStore, atomic_write_text
-from artifact.verdicts import VERDICTS, load_verdicts
+from artifact.verdicts import VERDICTS, as_sentence, load_verdicts
 
 TITLE = "Artifact appendix: Characterizing Compute-Communication Overlap (arXiv 2507.03114)"
 # what makes an environment (the mixing check's keys), and how the run used it
@@ -69,11 +69,6 @@ def _not_run(fig: str, status: dict, summary: pd.DataFrame) -> str | None:
     return None if category.startswith("ran") else f"{category}: {detail}"
 
 
-def _sentence(why: str) -> str:
-    """'not run: no GPU' -> 'Not run: no GPU.'"""
-    return why[0].upper() + why[1:] + "."
-
-
 def _cell(rows: pd.DataFrame, figure: str, config_id: str, mode: str, *metrics: str) -> str:
     """The mean of the first of `metrics` that `rows` (aggregate.by_key) has, or '-'."""
     for metric in metrics:
@@ -90,7 +85,7 @@ def _ci_cell(rows: pd.DataFrame, figure: str, config_id: str, mode: str, metric:
 
 
 def _first_line(summary: pd.DataFrame, configs: dict) -> str:
-    gpus = sorted({g for g in summary.get("gpu", pd.Series(dtype=str)).dropna() if g != "cpu"})
+    gpus = gpus_in(summary)
     if not gpus:
         return "**Functional check on CPU: no claim of the paper was evaluated.** Every number below comes from the CPU (gloo) and checks only that the code paths run."
     n = max((c.get("world_size", 1) for c in configs.values()), default=1)
@@ -180,7 +175,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
         src = records_figure(fig)
         why = _not_run(fig, status, summary)
         if why:
-            doc.p(_sentence(why))
+            doc.p(as_sentence(why))
             continue
         if fig == "fig7":
             png = plots.power_trace_figure(
@@ -218,7 +213,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     doc.h(1, "Beyond the paper: contention map")
     why = _not_run("contention", status, summary)
     if why:
-        doc.p(_sentence(why))
+        doc.p(as_sentence(why))
     else:
         made += _contention_section(doc, summary, configs, fig_dir)
 
@@ -262,7 +257,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     doc.h(2, "V2: delay injection")
     why = _not_run("v2", status, summary)
     if why:
-        doc.p(_sentence(why))
+        doc.p(as_sentence(why))
     else:
         _v2_section(doc, summary, configs, records)
     _consistency_section(doc, summary)
