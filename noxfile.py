@@ -12,6 +12,7 @@ Arguments after `--` go to `python -m artifact run` (try `nox -s fig8 -- --help`
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -25,9 +26,19 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".artifact-installed"
 CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
-FIGURES = [f"fig{n}" for n in range(4, 12)]
-# beyond the paper: the contention map and validation V2 (delay injection)
-EXPERIMENTS = [*FIGURES, "contention", "v2"]
+
+
+def _registry_names() -> list[str]:
+    """The figure registry's names (artifact/figures/, one file a figure), read from its
+    file names: nox's interpreter has neither the artifact's dependencies nor `.venv` yet."""
+    path = ROOT / "artifact" / "figures" / "names.py"
+    spec = importlib.util.spec_from_file_location("_figure_names", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.figure_names()
+
+
+EXPERIMENTS = _registry_names()
 
 # Order matters: torch first (an unpinned torch pulls a multi-GB CUDA build), then
 # DeepSpeed, a source distribution whose setup imports torch, without build isolation.
@@ -118,7 +129,7 @@ def all_figures(session: nox.Session) -> None:
     # the plan first: what fits, how long it takes, how much disk (artifact.plan)
     at = [x for k in ("--preset", "--gpus") if k in args for x in (k, args[args.index(k) + 1])]
     session.run(py, "-m", "artifact", "plan", "--summary", *at, success_codes=[0, 2])
-    code = "from artifact.experiments import SAME_RECORDS_AS as S; print(*(f'{k}={v}' for k, v in S.items()))"
+    code = "from artifact.figures import REGISTRY as R; print(*(f'{k}={s.records}' for k, s in R.items() if s.records_of))"
     out_of = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True).stdout
     served = dict(pair.split("=") for pair in out_of.split())
     failed, took = [], {}

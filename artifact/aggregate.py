@@ -11,6 +11,7 @@ the number of such complete repetitions. Column ci_method says how each CI was m
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -39,7 +40,6 @@ class Derived:
     fn: Callable[..., float]
     inputs: tuple[tuple[str, str], ...]
     unit: str
-    applies: Callable[[dict[str, Any]], bool] = lambda config: True
 
 
 def relative_change(metric: str, over: tuple[str, str], under: tuple[str, str]) -> Derived:
@@ -147,7 +147,7 @@ def summarize(records: Iterable[dict[str, Any]], derived: dict[str, list[Derived
         units: dict[str, str] = {}
         for r in sorted(recs, key=lambda r: (r["mode"], r["rep"])):
             for metric, v in r["metrics"].items():
-                if v is not None and v == v:
+                if v is not None and not math.isnan(v):
                     values[(r["mode"], metric)][r["rep"]] = v
             units.update(r["units"])
         for (mode, metric), by_rep in sorted(values.items()):
@@ -168,7 +168,7 @@ def summarize(records: Iterable[dict[str, Any]], derived: dict[str, list[Derived
             inputs = [values.get(inp, {}) for inp in d.inputs]
             # paired: only repetitions in which every input was measured
             complete = sorted(set.intersection(*(set(v) for v in inputs)))
-            if not d.applies(config) or not complete:
+            if not complete:
                 continue
             s = describe_derived(d.fn, *([v[rep] for rep in complete] for v in inputs))
             rows.append(

@@ -24,12 +24,12 @@ from artifact.config import (
     PARALLELISMS,
     PRECISIONS,
     check_device,
-    check_figure,
     check_precision,
     get_model,
     get_preset,
 )
 from artifact.errors import ArtifactError, bad_choice
+from artifact.figures import REGISTRY, spec_of
 
 console = Console()
 err_console = Console(stderr=True)
@@ -98,7 +98,7 @@ def run_options(args: argparse.Namespace) -> dict:
     if args.only_applicable:  # nox -s all hands every figure the same flags
         for flag in runplan.foreign_options(args.figure, options):
             console.print(f"{args.figure} does not take {flag}: left out for it")
-        options = {k: v for k, v in options.items() if k in runplan.ACCEPTED_OPTIONS[args.figure]}
+        options = {k: v for k, v in options.items() if k in spec_of(args.figure).options}
     runplan.check_options(args.figure, options)
     return options
 
@@ -153,10 +153,10 @@ def _check_gpus_idle(nproc: int, allow: bool) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from artifact.experiments import get_experiment, records_figure
     from artifact.store import default_out_dir, ensure_writable
 
-    figure = check_figure(args.figure)
+    spec = spec_of(args.figure)
+    figure = spec.records  # fig5 is drawn from fig4's records
     options = run_options(args)
     # One run a folder: refuse a held folder before torch loads. The agents of a
     # multi-node run share theirs (one CLI a node, the same --out), so they take none.
@@ -167,8 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     preset = get_preset(args.preset or ("tiny" if device == "cpu" else "quick"))
     if device == "cpu" and preset.device != "cpu":
         raise ArtifactError(f"preset {preset.name!r} needs a GPU; on CPU use --preset tiny")
-    experiment = get_experiment(figure)  # "figN: not implemented yet" before anything is written
-    figure = records_figure(figure)  # fig5 is drawn from fig4's records
+    experiment = spec_of(figure).module()
     nproc = processes(args, device, preset)
     if device != "cpu":
         _check_gpus_idle(nproc, args.allow_shared_device)
@@ -183,7 +182,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         device=device,
         fingerprint=fingerprint,
         reps=args.reps,
-        default_reps=getattr(experiment, "default_reps", lambda p: p.reps)(preset),
+        default_reps=spec_of(figure).default_reps(preset),
         options=options,
     )
     out = ensure_writable(out)
@@ -291,7 +290,6 @@ def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -
 def write_summary(out: Path, allow_mixed: bool = False):
     """Rebuild OUT/summary.csv from every record under OUT."""
     from artifact.aggregate import configs_of, summarize
-    from artifact.experiments import IMPLEMENTED, get_experiment
     from artifact.store import RunStore, check_uniform_env, strict_json
 
     store = RunStore(out)
@@ -302,7 +300,7 @@ def write_summary(out: Path, allow_mixed: bool = False):
     # into a folder that once held 5 reports n = 3)
     records = [r for r in records if r["rep"] < planned.get(r["figure"], r["rep"] + 1)]
     check_uniform_env(records, allow_mixed)
-    derived = {fig: get_experiment(fig).DERIVED for fig in IMPLEMENTED}
+    derived = {name: spec.derived for name, spec in REGISTRY.items()}
     summary = summarize(records, derived)
     store.write_text("summary.csv", summary.to_csv(index=False))
     store.write_text(

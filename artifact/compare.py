@@ -26,6 +26,7 @@ import yaml
 from artifact.aggregate import gpus_in, load_summary
 from artifact.env import REPO_ROOT
 from artifact.errors import ArtifactError
+from artifact.figures import REGISTRY
 from artifact.store import RunStore
 from artifact.verdicts import COLUMNS, as_sentence
 
@@ -62,7 +63,6 @@ CPU_REASON = "CPU functional check: no claim of the paper is evaluated on a CPU.
 NEEDS_COMMUNICATION = frozenset(
     {
         "slowdown",
-        "matmul_slowdown",
         "slowdown_vs_nocomm",
         "comm_slowdown",
         "sequential_penalty",
@@ -90,12 +90,13 @@ def _need(where: str, item: dict, keys: tuple[str, ...]) -> None:
 
 
 def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
-    """Every item of every expected/*.yaml, schema-checked, with its file's figure."""
+    """Every item of every expected/*.yaml, schema-checked, with its file's figure:
+    headline.yaml first, then the figures' files in the registry's order."""
     items = []
+    files = ["headline.yaml", *(s.expected for s in REGISTRY.values() if s.expected)]
 
-    def order(path: Path) -> tuple:  # headline first, then fig4 ... fig11 in number order
-        digits = "".join(c for c in path.stem if c.isdigit())
-        return (path.stem != "headline", int(digits or 0), path.stem)
+    def order(path: Path) -> tuple:
+        return (files.index(path.name) if path.name in files else len(files), path.name)
 
     for path in sorted(Path(directory).glob("*.yaml"), key=order):
         try:

@@ -11,10 +11,6 @@ from dataclasses import dataclass, field
 
 from artifact.errors import bad_choice
 
-FIGURES: tuple[str, ...] = tuple(f"fig{n}" for n in range(4, 12))
-# Experiments beyond the paper's figures: the contention map and validation V2.
-EXTRA_EXPERIMENTS: tuple[str, ...] = ("contention", "v2")
-EXPERIMENTS: tuple[str, ...] = (*FIGURES, *EXTRA_EXPERIMENTS)
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "rocm")
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
 PARALLELISMS: tuple[str, ...] = ("fsdp", "pipeline")
@@ -234,13 +230,6 @@ def get_preset(name: str) -> Preset:
         return PRESETS[name]
     except KeyError:
         raise bad_choice("preset", name, PRESETS) from None
-
-
-def check_figure(name: str) -> str:
-    """A paper figure or one of the extra experiments (EXPERIMENTS)."""
-    if name not in EXPERIMENTS:
-        raise bad_choice("experiment", name, EXPERIMENTS)
-    return name
 
 
 def check_device(name: str) -> str:

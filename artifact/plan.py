@@ -27,17 +27,15 @@ from typing import Any
 
 from artifact import memory
 from artifact.config import (
-    EXPERIMENTS,
     PRESETS,
     ComputeKind,
     ModelConfig,
     Preset,
-    check_figure,
     get_model,
     get_preset,
 )
 from artifact.errors import ArtifactError
-from artifact.experiments import SAME_RECORDS_AS, records_figure
+from artifact.figures import OWN_RECORDS, spec_of
 
 RUN = Path(__file__).resolve().parent.parent / "results" / "h200x1" / "all-quick"
 RATES_CSV = RUN / "summary.csv"
@@ -179,12 +177,12 @@ def model_at(preset: Preset, name: str) -> ModelConfig:
 
 def training_grid(preset: Preset, figure: str) -> list[tuple[str, str, int, str]]:
     """(model, parallelism, micro-batch, precision): fig4.py (models x micro-batches, both
-    parallelisms, the preset's precision), fig10.py (fp32/fp16/bf16) and fig11.py
-    (fp32/tf32), FSDP at the first micro-batch."""
+    parallelisms, the preset's precision); fig10 and fig11: FSDP at the first micro-batch in
+    the precisions their specs give (artifact/figures/)."""
     if figure == "fig4":
         grid = [(m, mb) for m in preset.models for mb in preset.micro_batches]
         return [(m, par, mb, preset.precision) for par in ("fsdp", "pipeline") for m, mb in grid]
-    precisions = {"fig10": ("fp32", "fp16", "bf16"), "fig11": ("fp32", "tf32")}[figure]
+    precisions = spec_of(figure).params["precisions"]
     mb = preset.micro_batches[0]
     return [(m, "fsdp", mb, p) for m in preset.models for p in precisions]
 
@@ -320,7 +318,7 @@ def build(preset: Preset, figures: Iterable[str], gpus: int, gpu_memory_gib: flo
                     * 1e-3
                     * (size / 8192) ** 3
                 )
-                reps = p.v2.reps if fig == "v2" else p.reps
+                reps = spec_of(fig).default_reps(p)
                 note = "one-GPU proxy" if comm != "allreduce" else ""
                 if fig == "fig7":
                     per_rep = 4 * max(0.5, p.power_window_s / 2)
@@ -433,11 +431,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def _figures(names: list[str]) -> list[str]:
     if not names:
-        return [f for f in EXPERIMENTS if f not in SAME_RECORDS_AS]
-    out = []
-    for n in names:
-        check_figure(n)
-        out.append(records_figure(n))  # fig5 is fig4's records
+        return list(OWN_RECORDS)
+    # fig5 is fig4's records
+    out = [spec_of(n).records for n in names]
     return list(dict.fromkeys(out))
 
 

@@ -16,24 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from artifact.errors import ArtifactError
+from artifact.figures import spec_of
 from artifact.store import atomic_write_text, strict_json
 
 PLAN = "plan.json"
-_MICROBENCH = frozenset({"precision", "matmul_size", "comm_bytes", "power_interval_s"})
-_TRAINING = frozenset({"models", "power_interval_s"})
-# The options each experiment honours (the CLI's names: --comm-mib is comm_bytes).
-ACCEPTED_OPTIONS: dict[str, frozenset[str]] = {
-    "fig4": _TRAINING | {"parallelisms"},
-    "fig5": _TRAINING | {"parallelisms"},
-    "fig6": _MICROBENCH,
-    "fig7": _MICROBENCH,
-    "fig8": _MICROBENCH,
-    "fig9": _MICROBENCH | {"allow_power_cap"},
-    "fig10": _TRAINING,
-    "fig11": _TRAINING,
-    "contention": frozenset({"precision", "comm_bytes", "power_interval_s"}),
-    "v2": _MICROBENCH,
-}
+# The CLI's flag of each option (the options each figure takes: its spec's `options`).
 FLAG = {
     "precision": "--precision",
     "matmul_size": "--matmul-size",
@@ -45,25 +32,19 @@ FLAG = {
 }
 
 
-# where a refusal can say more than "it takes: ..."
-WHY_NOT = {
-    ("contention", "matmul_size"): "--matmul-size does not apply to contention (each compute "
-    "kind has its size); narrow the sweep with --precision or --comm-mib",
-}
-
-
 def foreign_options(figure: str, options: dict[str, Any]) -> list[str]:
     """The flags in `options` that `figure` does not take."""
-    return [FLAG[k] for k in options if k not in ACCEPTED_OPTIONS[figure]]
+    return [FLAG[k] for k in options if k not in spec_of(figure).options]
 
 
 def check_options(figure: str, options: dict[str, Any]) -> None:
+    spec = spec_of(figure)
     foreign = foreign_options(figure, options)
     for key in options:
-        if (figure, key) in WHY_NOT:
-            raise ArtifactError(WHY_NOT[(figure, key)])
+        if key in spec.why_not:
+            raise ArtifactError(spec.why_not[key])
     if foreign:
-        takes = ", ".join(sorted(FLAG[k] for k in ACCEPTED_OPTIONS[figure])) or "none"
+        takes = ", ".join(sorted(FLAG[k] for k in spec.options)) or "none"
         raise ArtifactError(f"{figure} does not take {', '.join(foreign)}; it takes: {takes}")
 
 

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from artifact import env as envmod
 from artifact import procs
 from artifact.config import get_preset
-from artifact.experiments import get_experiment
+from artifact.figures import spec_of
 from artifact.measure import device as device_layer
 from artifact.measure import power
 from artifact.runner import RunContext, StopRequested
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         )
 
         try:
-            get_experiment(args.figure).run(ctx)
+            spec_of(args.figure).run(ctx)
         except StopRequested:
             if rank == 0:
                 store.write_status(

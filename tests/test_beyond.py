@@ -43,7 +43,7 @@ def test_contention_grid_covers_every_size_and_compute_kind(beyond_run):
 def test_contention_rows_measure_both_sides_and_the_add(beyond_run):
     df = _rows(beyond_run, "contention")
     derived = df[df["mode"] == "derived"]
-    for metric in ("matmul_slowdown", "comm_slowdown", "e2e_ideal_ms", "v1_baseline_gap"):
+    for metric in ("slowdown", "comm_slowdown", "e2e_ideal_ms", "v1_baseline_gap"):
         assert derived[derived["metric"] == metric]["config_id"].nunique() == 4, metric
     add = df[df["model"] == "add-fp32"]
     gbps = add[(add["metric"] == "compute_GBps") & (add["mode"] == "nocomm")]["mean"]

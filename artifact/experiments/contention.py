@@ -29,8 +29,6 @@ from artifact.precision import dtype_of
 from artifact.runner import RunContext
 from artifact.workloads.microbench import MicrobenchSpec
 
-DERIVED = fig8.DERIVED
-
 
 def mechanisms(world_size: int, device_type: str, cta_limits: tuple[int, ...]) -> list[tuple]:
     """(comm, CTA limit, parallelism label, note) for this machine."""
@@ -73,12 +71,7 @@ def sweep_of(preset: Preset, options: dict[str, Any]) -> tuple[list, list[int]]:
 
 
 def check_options(preset: Preset, options: dict[str, Any]) -> None:
-    """Refuse, before anything runs, knobs this experiment cannot honour."""
-    if options.get("matmul_size"):
-        raise ArtifactError(
-            "--matmul-size does not apply to contention (each compute kind has its size); "
-            "narrow the sweep with --precision or --comm-mib"
-        )
+    """Refuse, before anything runs, a precision or size the preset's sweep does not hold."""
     sweep_of(preset, options)
 
 
@@ -125,17 +118,13 @@ def configs(ctx: RunContext) -> list[tuple[str, dict[str, Any], MicrobenchSpec]]
     return out
 
 
-def default_reps(preset) -> int:
-    return preset.contention.reps
-
-
 def run(ctx: RunContext) -> None:
     sweep = ctx.preset.contention
-    ctx.iters = sweep.iters
     fig8.run_configs(
         ctx,
         configs(ctx),
         max_repeats=sweep.max_repeats,
+        iters=sweep.iters,  # the grid is large: fewer iterations a pass than the preset's
         # power is slow to measure (100 ms NVML refresh): held at one size only
         power_window_of=lambda config: (
             sweep.power_window_s if config["comm_bytes"] == sweep.power_at_bytes else 0.0

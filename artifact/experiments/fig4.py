@@ -11,8 +11,6 @@ from __future__ import annotations
 from artifact.experiments import fsdp, pipeline, training
 from artifact.runner import RunContext
 
-DERIVED = training.DERIVED
-
 
 def run(ctx: RunContext) -> None:
     grid = [(m, mb) for m in training.models_of(ctx) for mb in ctx.preset.micro_batches]

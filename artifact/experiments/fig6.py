@@ -12,7 +12,6 @@ from __future__ import annotations
 from artifact.experiments import fig8
 from artifact.runner import RunContext
 
-DERIVED = [d for d in fig8.DERIVED if "power" in d.metric or "energy" in d.metric]
 NO_TELEMETRY = "no GPU power telemetry on this machine (NVML and AMD-SMI unavailable)"
 
 

@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 
 BLOCKS = ("overlap", "nocomm", "comm_alone", "sequential")
 MIN_BLOCK_S = 0.5
-DERIVED: list = []
 
 
 def _units() -> dict[str, str]:

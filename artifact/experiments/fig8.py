@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import Any
 
 from artifact import metrics as eq
-from artifact.aggregate import MODE_DERIVED, Derived, relative_change
 from artifact.config import Preset
 from artifact.precision import dtype_of
 from artifact.runner import (
@@ -51,15 +50,6 @@ UNITS = {
     "comm_algbw_GBps": "GB/s",
     "comm_busbw_GBps": "GB/s",
 }
-
-DERIVED = [
-    relative_change("matmul_slowdown", ("overlap", "compute_ms"), ("sequential", "compute_ms")),
-    relative_change("comm_slowdown", ("overlap", "comm_role_ms"), ("comm_alone", "comm_role_ms")),
-    Derived(
-        "e2e_ideal_max_ms", eq.e2e_ideal_max, (("nocomm", "e2e_ms"), ("comm_alone", "e2e_ms")), "ms"
-    ),
-    *MODE_DERIVED,
-]
 
 
 def configs(
@@ -133,12 +123,14 @@ def run_configs(
     repeats: int | None = None,
     max_repeats: int = 4096,
     power_window_of: Callable[[dict[str, Any]], float] | None = None,
+    iters: int | None = None,
 ) -> None:
     """Measure every phase of every configuration, skipping repetitions already on disk.
 
     `repeats` fixes the collective's count (default: calibrated to span the compute, at
     most `max_repeats`); `power_window_of(config)` gives a configuration's power window in
-    seconds (default: the preset's).
+    seconds (default: the preset's); `iters` the measured iterations a pass (default: the
+    preset's).
     """
     for config_id, config, spec in todo_configs:
         todo = [rep for rep in range(ctx.reps) if not rep_done(ctx, config_id, PHASES, rep)]
@@ -173,6 +165,7 @@ def run_configs(
                 ),
                 extra={"power": power_info},
                 power_window_s=power_window_of(config) if power_window_of else None,
+                iters=iters,
             )
             if not ctx.is_writer:
                 continue

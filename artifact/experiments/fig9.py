@@ -22,7 +22,6 @@ log = logging.getLogger(__name__)
 
 PAPER_CAPS_W = [300.0, 250.0, 200.0, 150.0, 100.0]
 PAPER_RANGE_W = (100.0, 400.0)  # A100 SXM: allowed power limits
-DERIVED = fig8.DERIVED
 
 
 def _status(ctx: RunContext, status: str, reason: str, **details: Any) -> None:

@@ -23,7 +23,6 @@ from typing import Any
 import torch
 
 from artifact import capability, memory
-from artifact.aggregate import MODE_DERIVED, relative_change
 from artifact.config import ModelConfig, get_model
 from artifact.measure.peak import peak_matmul_tflops
 from artifact.modes import Mode
@@ -43,11 +42,6 @@ log = logging.getLogger(__name__)
 MODES = (Mode.OVERLAP, Mode.SEQUENTIAL, Mode.NOCOMM)
 CPU_NOTE = "CPU (gloo): a functional check, not a measurement of GPU contention"
 UNITS = {**BASE_UNITS, **POWER_UNITS, "mfu": "ratio", "loss": "nats", "tflops_per_gpu": "TFLOP/s"}
-
-DERIVED = [
-    relative_change("slowdown", ("overlap", "compute_ms"), ("sequential", "compute_ms")),
-    *MODE_DERIVED,
-]
 
 
 def mode_order(rep: int) -> tuple[Mode, ...]:

@@ -24,7 +24,6 @@ from artifact.workloads.microbench import Microbench, MicrobenchSpec
 
 log = logging.getLogger(__name__)
 
-DERIVED = fig8.DERIVED
 V2_NOTE = "V2: a known delay after every collective on the communication chain"
 
 
@@ -35,10 +34,6 @@ def base_config(ctx: RunContext) -> tuple[str, dict, MicrobenchSpec]:
     by_comm = {spec.comm: (cid, cfg, spec) for cid, cfg, spec in found}
     # one GPU: the all-reduce runs no kernel; NCCL's one-rank kernel does (a labelled proxy)
     return by_comm.get("onerank-avg") or by_comm["allreduce"]
-
-
-def default_reps(preset) -> int:
-    return preset.v2.reps
 
 
 def run(ctx: RunContext) -> None:

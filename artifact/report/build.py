@@ -14,9 +14,8 @@ import pandas as pd
 
 from artifact import validation
 from artifact.aggregate import by_key, gpus_in, load_summary
-from artifact.config import EXTRA_EXPERIMENTS, FIGURES
 from artifact.env import FINGERPRINT_KEYS
-from artifact.experiments import records_figure
+from artifact.figures import ALL, PAPER_FIGURES, spec_of
 from artifact.report import plots
 from artifact.report.document import Doc, to_html, to_latex, to_markdown
 from artifact.store import RunStore, atomic_write_text
@@ -47,7 +46,7 @@ def figure_status(fig: str, status: dict, summary: pd.DataFrame) -> tuple[str, s
     'failed' covers a crash, an interruption and a run killed before it finished (its
     status still says 'running'); 'not run' is a figure the machine cannot run or an
     opt-in one; 'ran partly' names the configurations the device could not run."""
-    src = records_figure(fig)
+    src = spec_of(fig).records
     st = status.get(src)
     has_rows = not summary[summary["figure"] == src].empty
     if st is None:
@@ -117,7 +116,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     doc.h(1, "What ran")
     doc.table(
         ["figure", "status", "detail"],
-        [[fig, *figure_status(fig, status, summary)] for fig in (*FIGURES, *EXTRA_EXPERIMENTS)],
+        [[fig, *figure_status(fig, status, summary)] for fig in ALL],
     )
 
     doc.h(1, "Verdicts")
@@ -170,9 +169,9 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     )
 
     doc.h(1, "F. Evaluation and expected results")
-    for fig in FIGURES:
+    for fig in PAPER_FIGURES:
         doc.h(2, fig)
-        src = records_figure(fig)
+        src = spec_of(fig).records
         why = _not_run(fig, status, summary)
         if why:
             doc.p(as_sentence(why))
@@ -262,9 +261,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
         _v2_section(doc, summary, configs, records)
     _consistency_section(doc, summary)
     doc.h(2, "V3: overlap fraction beside every slowdown")
-    sd = summary[
-        (summary["mode"] == "derived") & summary["metric"].isin(["slowdown", "matmul_slowdown"])
-    ]
+    sd = summary[(summary["mode"] == "derived") & (summary["metric"] == "slowdown")]
     ov = _rows(summary, "overlap_fraction", "overlap").set_index(["figure", "config_id"])["mean"]
     doc.table(
         ["figure", "configuration", "slowdown", "overlap fraction (overlap mode)"],
@@ -290,11 +287,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     doc.table(["key", "value"], [[k, str(provenance.get(k, "-"))] for k in PROVENANCE_KEYS])
 
     doc.h(1, "What was not run, or failed, and why")
-    missing = [
-        f"{fig}: {why}"
-        for fig in (*FIGURES, *EXTRA_EXPERIMENTS)
-        if (why := _not_run(fig, status, summary))
-    ]
+    missing = [f"{fig}: {why}" for fig in ALL if (why := _not_run(fig, status, summary))]
     missing += [
         f"{fig}: {config_id}: {st['status']}: {st['reason']}"
         for fig, fst in status.items()
@@ -387,7 +380,7 @@ def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir:
         (
             c
             for c in keyed.index.unique("config_id")
-            if c in configs and ("contention", c, "derived", "matmul_slowdown") in keyed.index
+            if c in configs and ("contention", c, "derived", "slowdown") in keyed.index
         ),
         key=lambda c: (configs[c]["parallelism"], configs[c]["model"], configs[c]["comm_bytes"]),
     )
@@ -410,8 +403,8 @@ def _contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir:
                 configs[cid]["parallelism"],
                 configs[cid]["model"],
                 f"{configs[cid]['comm_bytes'] / (1 << 20):g}",
-                _cell(keyed, "contention", cid, "derived", "matmul_slowdown"),
-                _ci_cell(keyed, "contention", cid, "derived", "matmul_slowdown"),
+                _cell(keyed, "contention", cid, "derived", "slowdown"),
+                _ci_cell(keyed, "contention", cid, "derived", "slowdown"),
                 _cell(keyed, "contention", cid, "derived", "slowdown_vs_nocomm"),
                 _cell(keyed, "contention", cid, "derived", "comm_slowdown"),
                 _ci_cell(keyed, "contention", cid, "derived", "comm_slowdown"),

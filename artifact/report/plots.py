@@ -37,7 +37,7 @@ SERIES = {
     "fig8": (
         "fig8",
         [
-            ("derived", "matmul_slowdown", "matmul slowdown"),
+            ("derived", "slowdown", "matmul slowdown"),
             ("derived", "comm_slowdown", "communication slowdown"),
         ],
         "slowdown (ratio)",
@@ -161,11 +161,11 @@ def contention_figure(
     """Heat maps of compute and communication slowdown over communication size x compute
     kind, one column a mechanism; the paper's one Fig. 8 point is boxed in blue."""
     panels = [
-        ("matmul_slowdown", "compute slowdown (Eq. 1)"),
+        ("slowdown", "compute slowdown (Eq. 1)"),
         ("comm_slowdown", "communication slowdown"),
     ]
     grids = {metric: contention_grid(summary, configs, metric) for metric, _ in panels}
-    mechs = sorted(grids["matmul_slowdown"])
+    mechs = sorted(grids["slowdown"])
     if not mechs:
         return None
     fig, axes = plt.subplots(

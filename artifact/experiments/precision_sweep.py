@@ -1,0 +1,18 @@
+"""Fig. 10 and Fig. 11: one FSDP configuration in several precisions.
+
+The preset's models at its first micro-batch, each in every precision the figure asks
+for (artifact/figures/fig10.py: FP32, FP16 and BF16; fig11.py: FP32 and TF32). On CPUs
+TF32 does not exist: its rows run FP32 arithmetic, and the CPU note says so.
+"""
+
+from __future__ import annotations
+
+from artifact.experiments import fsdp, training
+from artifact.runner import RunContext
+
+
+def run(ctx: RunContext, precisions: tuple[str, ...]) -> None:
+    mb = ctx.preset.micro_batches[0]
+    fsdp.run(
+        ctx, [fsdp.config_for(ctx, m, mb, p) for m in training.models_of(ctx) for p in precisions]
+    )

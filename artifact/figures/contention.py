@@ -1,0 +1,24 @@
+"""Beyond the paper: the contention map (communication size x compute kind x mechanism).
+
+Fig. 8's microbenchmark swept over the preset's collective sizes and compute kinds (bf16 /
+fp16 / tf32 / fp32 GEMMs, an elementwise add), with NCCL's default and limited CTA counts
+on several GPUs, or the one-rank kernel and a copy on one. The report draws it as heat
+maps (artifact/report/build.py).
+"""
+
+from artifact.figures import derived
+from artifact.figures.spec import FigureSpec
+
+SPEC = FigureSpec(
+    name="contention",
+    title="Contention map: slowdown by communication size and compute kind",
+    experiment="contention",
+    options=frozenset({"precision", "comm_bytes", "power_interval_s"}),
+    derived=derived.MICROBENCH,
+    in_paper=False,
+    default_reps=lambda preset: preset.contention.reps,
+    why_not={
+        "matmul_size": "--matmul-size does not apply to contention (each compute kind has "
+        "its size); narrow the sweep with --precision or --comm-mib"
+    },
+)

@@ -1,0 +1,32 @@
+"""Fig. 10: FP32 vs FP16 on slowdown and power (BF16 as an extra row), FSDP.
+
+The first model x the preset's first micro-batch, in each precision
+(artifact/experiments/precision_sweep.py).
+"""
+
+from artifact.figures import derived
+from artifact.figures.spec import TRAINING_OPTIONS, FigureSpec, Panel, Series
+
+SPEC = FigureSpec(
+    name="fig10",
+    title="Fig. 10: FP32 vs FP16 on slowdown and power",
+    experiment="precision_sweep",
+    params={"precisions": ("fp32", "fp16", "bf16")},
+    options=TRAINING_OPTIONS,
+    derived=derived.TRAINING,
+    panels=(
+        Panel(
+            (Series("derived", "slowdown", "compute slowdown (Eq. 1)"),),
+            "compute slowdown (%)",
+            percent=True,
+        ),
+        Panel(
+            (
+                Series("overlap", "power_peak_pct_tdp", "peak, overlap"),
+                Series("sequential", "power_peak_pct_tdp", "peak, sequential"),
+            ),
+            "peak power (% of TDP)",
+        ),
+    ),
+    expected="fig10.yaml",
+)

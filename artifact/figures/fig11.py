@@ -1,0 +1,24 @@
+"""Fig. 11: FP32 with and without TF32 tensor cores, FSDP.
+
+On CPUs TF32 does not exist: both rows run the same FP32 arithmetic (a functional check).
+"""
+
+from artifact.figures import derived
+from artifact.figures.spec import TRAINING_OPTIONS, FigureSpec, Panel, Series
+
+SPEC = FigureSpec(
+    name="fig11",
+    title="Fig. 11: TF32 tensor cores on slowdown and power",
+    experiment="precision_sweep",
+    params={"precisions": ("fp32", "tf32")},
+    options=TRAINING_OPTIONS,
+    derived=derived.TRAINING,
+    panels=(
+        Panel(
+            (Series("derived", "slowdown", "compute slowdown (Eq. 1)"),),
+            "compute slowdown (%)",
+            percent=True,
+        ),
+    ),
+    expected="fig11.yaml",
+)

@@ -1,0 +1,29 @@
+"""Fig. 8: power and performance of a 1 GiB all-reduce concurrent with a matmul.
+
+Per configuration: the matmul's slowdown under overlap (Eq. 1), the communication's
+slowdown, all-reduce bandwidth, E2E overlapped and sequential, Eq. 4's ideal and
+ConCCL's max-ideal, the sequential penalty and V1. With one GPU the all-reduce moves no
+data, so two labelled proxies run beside it (artifact/experiments/fig8.py).
+"""
+
+from artifact.figures import derived
+from artifact.figures.spec import MICROBENCH_OPTIONS, FigureSpec, Panel, Series
+
+SPEC = FigureSpec(
+    name="fig8",
+    title="Fig. 8: a matmul beside a 1 GiB all-reduce",
+    experiment="fig8",
+    options=MICROBENCH_OPTIONS,
+    derived=derived.MICROBENCH,
+    panels=(
+        Panel(
+            (
+                Series("derived", "slowdown", "matmul slowdown (Eq. 1)"),
+                Series("derived", "comm_slowdown", "communication slowdown"),
+            ),
+            "slowdown (%)",
+            percent=True,
+        ),
+    ),
+    expected="fig8.yaml",
+)

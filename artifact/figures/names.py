@@ -1,0 +1,23 @@
+"""The registry's names and order, read from this folder's file names alone.
+
+Kept free of imports beyond the standard library: noxfile.py loads this file by path to
+make one session per figure before any environment (pandas, torch) exists.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+NOT_FIGURES = frozenset({"__init__", "spec", "derived", "names"})
+
+
+def _order(name: str) -> tuple:
+    """The paper's figures by number (fig4 ... fig11), then the extra experiments by name."""
+    m = re.fullmatch(r"fig(\d+)", name)
+    return (0, int(m.group(1)), "") if m else (1, 0, name)
+
+
+def figure_names(folder: Path = HERE) -> list[str]:
+    return sorted((p.stem for p in folder.glob("*.py") if p.stem not in NOT_FIGURES), key=_order)

@@ -1,0 +1,78 @@
+"""What a figure is: one FigureSpec per file of this package (docs/design.md section 2).
+
+A spec says, without importing torch, what the figure runs (an experiment module under
+artifact/experiments/, called on every rank), whose records it reads, what it derives
+from them (summary.csv's 'derived' rows), how it is plotted, and which expected file
+judges it. The CLI, nox, summarize, compare, plan and the report all read the registry
+(artifact.figures), so adding a figure is adding one file here plus its expected YAML.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from artifact.aggregate import Derived
+from artifact.config import Preset
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line or bar group of a plot: summary rows of (mode, metric)."""
+
+    mode: str
+    metric: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One bar chart over configurations; `percent` plots ratios (0.12) as % (12)."""
+
+    series: tuple[Series, ...]
+    y_label: str
+    percent: bool = False
+
+
+# the run options (artifact.runplan.FLAG's keys) of the two kinds of experiment
+TRAINING_OPTIONS = frozenset({"models", "power_interval_s"})
+MICROBENCH_OPTIONS = frozenset({"precision", "matmul_size", "comm_bytes", "power_interval_s"})
+
+
+def _preset_reps(preset: Preset) -> int:
+    return preset.reps
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    name: str  # "fig4": the CLI's, nox's and the records' name
+    title: str  # the paper's words: "Fig. 4: compute slowdown under overlap"
+    experiment: str | None  # module under artifact.experiments with run(ctx, **params)
+    options: frozenset[str]  # run options it honours (artifact.runplan.FLAG's keys)
+    params: Mapping[str, Any] = field(default_factory=dict)  # run()'s keyword arguments
+    records_of: str | None = None  # drawn from another figure's records (fig5: fig4's)
+    derived: tuple[Derived, ...] = ()
+    panels: tuple[Panel, ...] = ()  # the report's figure, one panel each
+    expected: str | None = None  # file under expected/
+    in_paper: bool = True  # False: an experiment beyond the paper's figures
+    default_reps: Callable[[Preset], int] = _preset_reps
+    # option -> why it does not apply, where a refusal can say more than "it takes: ..."
+    why_not: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def records(self) -> str:
+        """The figure whose runs and records serve this one."""
+        return self.records_of or self.name
+
+    def module(self) -> ModuleType:
+        """The experiment's module (imports torch and the workloads)."""
+        if self.experiment is None:
+            raise TypeError(f"{self.name} has no experiment: it reads {self.records}'s records")
+        return importlib.import_module(f"artifact.experiments.{self.experiment}")
+
+    def run(self, ctx) -> None:
+        """Rank level: measure and write records."""
+        self.module().run(ctx, **self.params)

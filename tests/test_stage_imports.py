@@ -1,0 +1,59 @@
+"""summarize, compare, report and plan read results; they must not need torch.
+
+Each runs as a user runs it (`python -m artifact STAGE`) on the committed one-H200
+records, in a subprocess whose exit hook says whether torch was ever imported.
+"""
+
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+H200 = ROOT / "results" / "h200x1" / "all-quick"
+# at exit: which heavy modules the stage imported
+PROBE = (
+    "import atexit, runpy, sys\n"
+    "atexit.register(lambda: print('IMPORTED', sorted(m for m in ('torch', 'deepspeed', "
+    "'megatron') if m in sys.modules)))\n"
+    "sys.argv = ['artifact', *sys.argv[1:]]\n"
+    "runpy.run_module('artifact', run_name='__main__')\n"
+)
+
+
+@pytest.fixture(scope="module")
+def h200_folder(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("h200")
+    with tarfile.open(H200 / "records.tgz") as tar:
+        tar.extractall(out, filter="data")
+    shutil.copytree(H200 / "status", out / "status")
+    for stage in ("summarize", "compare"):  # what the report reads, whatever the test order
+        _imports(stage, str(out))
+    return out
+
+
+def _imports(*args: str) -> tuple[str, str]:
+    res = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    return res.stdout.splitlines()[-1], res.stdout
+
+
+@pytest.mark.parametrize(
+    "stage", [("summarize",), ("compare",), ("report",), ("plan", "--preset", "paper")]
+)
+def test_stage_runs_without_torch(h200_folder, stage):
+    args = [*stage, str(h200_folder)] if stage[0] != "plan" else [*stage, "--gpus", "4"]
+    last, _ = _imports(*args)
+    assert last == "IMPORTED []", f"{stage[0]} imported {last}"
+
+
+def test_the_probe_sees_torch_where_it_is_imported():
+    """The check above can fail: a command that imports torch is caught."""
+    last, _ = _imports("env", "--json")
+    assert "torch" in last, last
