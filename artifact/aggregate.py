@@ -124,6 +124,16 @@ def configs_of(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {r["config_id"]: r["config"] for r in records}
 
 
+def provenance_of(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the report says of the run's machine and stack (provenance.json): the first
+    record's provenance, and every process that shared a GPU with any repetition."""
+    shared = {r["provenance"].get("other_gpu_processes") or "" for r in records} - {""}
+    return {
+        "provenance": records[0]["provenance"] if records else {},
+        "other_gpu_processes": sorted(shared),
+    }
+
+
 def summarize(records: Iterable[dict[str, Any]], derived: dict[str, list[Derived]]) -> pd.DataFrame:
     """summary.csv's table. `derived` maps a figure to its derived quantities."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
@@ -182,3 +192,35 @@ def summarize(records: Iterable[dict[str, Any]], derived: dict[str, list[Derived
                 }
             )
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def v2_delays(summary: pd.DataFrame, configs: dict[str, dict]) -> pd.DataFrame:
+    """One row a delay: injected delay and the E2E times, measured and derived (ms)."""
+    means = by_key(summary)["mean"]
+
+    def _mean(cid: str, mode: str, metric: str) -> float:
+        return float(means.get(("v2", cid, mode, metric), math.nan))
+
+    rows = []
+    ids = sorted(set(summary.loc[summary["figure"] == "v2", "config_id"]))
+    for cid in ids:
+        fraction = configs.get(cid, {}).get("delay_fraction", math.nan)
+        delay = _mean(cid, "sequential", "delay_ms")
+        rows.append(
+            {
+                "config_id": cid,
+                "delay_fraction": fraction,
+                "injected_delay_ms": 0.0 if math.isnan(delay) else delay,
+                "e2e_sequential_ms": _mean(cid, "sequential", "e2e_ms"),
+                "e2e_overlap_ms": _mean(cid, "overlap", "e2e_ms"),
+                "compute_overlap_ms": _mean(cid, "overlap", "compute_ms"),
+                "e2e_compute_alone_ms": _mean(cid, "nocomm", "e2e_ms"),
+                "e2e_comm_alone_ms": _mean(cid, "comm_alone", "e2e_ms"),
+                "e2e_ideal_eq4_ms": _mean(cid, "derived", "e2e_ideal_ms"),
+                "e2e_ideal_max_ms": _mean(cid, "derived", "e2e_ideal_max_ms"),
+                "overlap_fraction": _mean(cid, "overlap", "overlap_fraction"),
+            }
+        )
+    if not rows:
+        return pd.DataFrame()
+    return pd.DataFrame(rows).sort_values("delay_fraction", ignore_index=True)

@@ -289,7 +289,7 @@ def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -
 
 def write_summary(out: Path, allow_mixed: bool = False):
     """Rebuild OUT/summary.csv from every record under OUT."""
-    from artifact.aggregate import configs_of, summarize
+    from artifact.aggregate import configs_of, provenance_of, summarize
     from artifact.store import RunStore, check_uniform_env, strict_json
 
     store = RunStore(out)
@@ -305,6 +305,9 @@ def write_summary(out: Path, allow_mixed: bool = False):
     store.write_text("summary.csv", summary.to_csv(index=False))
     store.write_text(
         "configs.json", json.dumps(strict_json(configs_of(records)), indent=1, sort_keys=True)
+    )
+    store.write_text(
+        "provenance.json", json.dumps(strict_json(provenance_of(records)), indent=1, sort_keys=True)
     )
     return summary
 
@@ -355,7 +358,7 @@ def cmd_restore_caps(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from artifact.compare import write_verdicts
-    from artifact.verdicts import VERDICTS
+    from artifact.verdicts import tally
 
     out = Path(args.dir)
     if not out.is_dir():
@@ -367,8 +370,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for r in verdicts.itertuples():
         table.add_row(r.figure, r.item, r.verdict, r.reason)
     console.print(table)
-    counts = verdicts["verdict"].value_counts()
-    console.print(", ".join(f"{v}: {counts.get(v, 0)}" for v in VERDICTS))
+    console.print(tally(verdicts))
     return 0
 
 

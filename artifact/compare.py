@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from artifact import validation
 from artifact.aggregate import gpus_in, load_summary
 from artifact.env import REPO_ROOT
 from artifact.errors import ArtifactError
@@ -189,6 +190,8 @@ def _verdict(
         "ci_high": hi,
         "verdict": verdict,
         "reason": as_sentence(reason),
+        "kind": "number" if item["section"] == "numbers" else "claim",
+        "config_id": "",
     }
 
 
@@ -423,6 +426,10 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
         if rows["parallelism"].astype(str).str.startswith("proxy").any():
             v["reason"] += " (rows include one-GPU proxies)"
         rows_out.append(v)
+    rows_out += validation.v1_verdicts(summary)
+    if (summary["figure"] == "v2").any():
+        v2_records = [r for r in RunStore(out).records() if r["figure"] == "v2"]
+        rows_out += validation.v2_verdicts(summary, configs, v2_records)
     return pd.DataFrame(rows_out, columns=COLUMNS)
 
 

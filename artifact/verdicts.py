@@ -10,6 +10,10 @@ import pandas as pd
 from artifact.errors import ArtifactError
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not applicable", "not run")
+# the artifact's own validation checks (V1, V2; kind "check") hold or fail; they are
+# not claims of the paper and never count as reproduced
+CHECK_VERDICTS = ("holds", "fails", "inconclusive", "not run")
+KINDS = ("number", "claim", "check")
 COLUMNS = [
     "figure",
     "item",
@@ -22,6 +26,8 @@ COLUMNS = [
     "reason",
     "n",
     "ci_method",
+    "kind",  # number / claim (expected/*.yaml) or check (V1, V2: artifact.validation)
+    "config_id",  # a check's configuration (empty: the item spans configurations)
 ]
 
 
@@ -31,6 +37,17 @@ def as_sentence(text: str) -> str:
     if not text:
         return text
     return text[0].upper() + text[1:] + ("" if text.endswith((".", ")", "!", "?")) else ".")
+
+
+def tally(verdicts: pd.DataFrame) -> str:
+    """One line of counts: the paper's items, then the artifact's checks (compare and the report)."""
+    is_check = verdicts.get("kind", pd.Series("", index=verdicts.index)) == "check"
+    paper = verdicts.loc[~is_check, "verdict"].value_counts()
+    line = "paper: " + ", ".join(f"{v} {paper.get(v, 0)}" for v in VERDICTS)
+    if is_check.any():
+        checks = verdicts.loc[is_check, "verdict"].value_counts()
+        line += "; checks (V1, V2): " + ", ".join(f"{v} {checks.get(v, 0)}" for v in CHECK_VERDICTS)
+    return line
 
 
 def load_verdicts(out: Path) -> pd.DataFrame:
@@ -53,4 +70,7 @@ def load_verdicts(out: Path) -> pd.DataFrame:
         raise ArtifactError(
             f"'{path}' is not a verdict table: missing columns {', '.join(missing)}"
         )
+    for column in ("kind", "config_id"):  # added later: older folders lack them
+        if column not in verdicts.columns:
+            verdicts[column] = ""
     return verdicts

@@ -1,6 +1,7 @@
 """compare: hand-made summary tables that give every verdict, and schema errors."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -9,6 +10,7 @@ from artifact.aggregate import COLUMNS
 from artifact.compare import compare, load_expected
 from artifact.errors import ArtifactError
 from artifact.store import RunStore
+from artifact.verdicts import VERDICTS
 from tests.conftest import run_cli
 
 EXPECTED = """
@@ -166,6 +168,8 @@ def test_every_verdict(tmp_path, expected_dir):
         "reason",
         "n",  # added by the statistics issue: columns change only by addition
         "ci_method",
+        "kind",  # added with the V1/V2 check rows
+        "config_id",
     ]
     got = verdicts_of(v)
     # mean of means 0.177, mean CI [0.153, 0.203] meets [0.15, 0.25]
@@ -260,7 +264,12 @@ def test_compare_cli_writes_verdicts(tmp_path):
     res = run_cli("compare", str(out))
     assert res.returncode == 0, res.stderr
     assert (out / "verdicts.csv").is_file()
-    assert "reproduced:" in res.stdout
+    # the printed counts are the written table's: every row counted once, by its verdict
+    written = pd.read_csv(out / "verdicts.csv", keep_default_na=False)
+    line = res.stdout.strip().splitlines()[-1]
+    counts = {v.strip(): int(n) for v, n in re.findall(r"([a-z ]+?) (\d+)", line[len("paper: ") :])}
+    assert counts == {v: int((written["verdict"] == v).sum()) for v in VERDICTS}
+    assert sum(counts.values()) == len(written) == 26
     assert run_cli("compare", str(tmp_path / "nope")).returncode == 2
 
 

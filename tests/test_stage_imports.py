@@ -4,6 +4,7 @@ Each runs as a user runs it (`python -m artifact STAGE`) on the committed one-H2
 records, in a subprocess whose exit hook says whether torch was ever imported.
 """
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -57,3 +58,28 @@ def test_the_probe_sees_torch_where_it_is_imported():
     """The check above can fail: a command that imports torch is caught."""
     last, _ = _imports("env", "--json")
     assert "torch" in last, last
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+def judges_imported(folder: Path) -> dict[str, set[str]]:
+    """Report modules that import a judging stage (compare, validation)."""
+    judges = {"artifact.compare", "artifact.validation"}
+    found = {p.name: _imported_modules(p) & judges for p in sorted(folder.glob("*.py"))}
+    return {k: v for k, v in found.items() if v}
+
+
+def test_the_report_only_reads(tmp_path):
+    assert judges_imported(ROOT / "artifact" / "report") == {}
+    # and the check can fail: a report module that judges is named
+    (tmp_path / "sneaky.py").write_text("from artifact import validation\n")
+    assert judges_imported(tmp_path) == {"sneaky.py": {"artifact.validation"}}

@@ -3,7 +3,8 @@
 import pandas as pd
 import pytest
 
-from artifact.validation import v2_checks, v2_table
+from artifact.aggregate import v2_delays
+from artifact.validation import v1_verdicts, v2_checks, v2_verdicts
 
 
 def _series(seq_slope: float, overlap_slope: float, noise: float = 0.0, reps: int = 5):
@@ -37,7 +38,7 @@ def _series(seq_slope: float, overlap_slope: float, noise: float = 0.0, reps: in
 
 def _checks(*args, **kwargs):
     summary, configs, records = _series(*args, **kwargs)
-    table = v2_table(summary, configs)
+    table = v2_delays(summary, configs)
     return table, {c.name: c for c in v2_checks(table, records)}
 
 
@@ -76,7 +77,7 @@ def test_overlap_far_above_the_longer_chain_fails():
 def test_eq4_below_the_bound_is_reported():
     summary, configs, records = _series(1.0, 1.0)
     summary.loc[summary["metric"] == "e2e_ideal_ms", "mean"] = 5.0
-    checks = {c.name: c for c in v2_checks(v2_table(summary, configs), records)}
+    checks = {c.name: c for c in v2_checks(v2_delays(summary, configs), records)}
     bound = checks["Eq. 4's ideal is not below the no-contention bound"]
     assert bound.passed is False and bound.value == 4
     assert "0, 0.25, 0.5, 1" in bound.reason
@@ -84,4 +85,40 @@ def test_eq4_below_the_bound_is_reported():
 
 def test_no_v2_rows_no_checks():
     empty = pd.DataFrame(columns=["figure", "config_id", "mode", "metric", "mean"])
-    assert v2_checks(v2_table(empty, {}), []) == []
+    assert v2_checks(v2_delays(empty, {}), []) == []
+
+
+def test_v2_checks_become_verdict_rows():
+    for seq_slope, first in ((1.0, "holds"), (0.5, "fails")):
+        summary, configs, records = _series(seq_slope, 1.0)
+        for i, r in enumerate(records):
+            r["rep"] = i % 5
+        rows = v2_verdicts(summary, configs, records)
+        checks = v2_checks(v2_delays(summary, configs), records)
+        assert [r["item"] for r in rows] == [c.name for c in checks]
+        expected = [{True: "holds", False: "fails", None: "inconclusive"}[c.passed] for c in checks]
+        assert [r["verdict"] for r in rows] == expected
+        assert rows[0]["verdict"] == first  # sequential E2E vs delay: slope 1 or 0.5
+        assert {r["kind"] for r in rows} == {"check"} and rows[0]["n"] == 5
+
+
+@pytest.mark.parametrize(
+    ("mean", "low", "high", "verdict"),
+    [
+        (0.004, -0.002, 0.010, "holds"),  # meets +-1 %
+        (0.030, 0.020, 0.040, "fails"),  # 2-4 % slower back to back than between gaps
+        (-0.030, -0.040, -0.015, "fails"),
+    ],
+)
+def test_v1_is_a_check_row_a_configuration(mean, low, high, verdict):
+    summary = pd.DataFrame(
+        [
+            {"figure": "fig4", "config_id": "a", "mode": "derived", "metric": "v1_baseline_gap"}
+            | {"mean": mean, "ci_low": low, "ci_high": high, "n": 5, "ci_method": "t"},
+            {"figure": "fig4", "config_id": "a", "mode": "derived", "metric": "slowdown"}
+            | {"mean": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n": 5, "ci_method": "t"},
+        ]
+    )
+    (row,) = v1_verdicts(summary)
+    assert (row["figure"], row["config_id"], row["verdict"]) == ("fig4", "a", verdict)
+    assert f"{100 * mean:+.2f} %" in row["reason"]
