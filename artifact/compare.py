@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -251,81 +252,62 @@ def _names(rows: pd.DataFrame) -> list[str]:
     return [f"{c} ({f})" for f, c in zip(rows["figure"], rows["config_id"], strict=True)]
 
 
-def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) -> dict:
-    kind = item["kind"]
-    if kind == "every_row_positive":
-        bad = rows[~(rows["ci_low"].fillna(rows["mean"]) > 0)]
-        ok = bad.empty
-        reason = (
-            f"The CI is above 0 in all {len(rows)} configuration(s)"
-            if ok
-            else f"Not above 0 in {len(bad)} of {len(rows)} configuration(s): {', '.join(_names(bad))}"
-        )
-        return _verdict(
-            item,
-            "reproduced" if ok else "not reproduced",
-            reason,
-            "> 0",
-            "",
-            rows["mean"].mean(),
-            rows["ci_low"].min(),
-            rows["ci_high"].max(),
-        )
-    if kind == "group_greater":
-        a, b = select(rows, item["greater"], None), select(rows, item["lesser"], None)
-        greater, lesser = describe_rows(item["greater"]), describe_rows(item["lesser"])
-        if a.empty or b.empty:
-            return _verdict(item, "not run", f"It needs rows for both {greater} and {lesser}.")
-        ok = a["ci_low"].mean() > b["ci_high"].mean()
-        reason = (
-            f"{greater}: {_fmt(a['mean'].mean())} [{_fmt(a['ci_low'].mean())}, {_fmt(a['ci_high'].mean())}] vs "
-            f"{lesser}: {_fmt(b['mean'].mean())} [{_fmt(b['ci_low'].mean())}, {_fmt(b['ci_high'].mean())}]"
-            + (
-                ""
-                if ok
-                else (
-                    "; ordered as claimed but the CIs overlap"
-                    if a["mean"].mean() > b["mean"].mean()
-                    else "; the other way round"
-                )
-            )
-        )
-        return _verdict(
-            item,
-            "reproduced" if ok else "not reproduced",
-            reason,
-            f"{greater} above {lesser}",
-            "",
-            a["mean"].mean() - b["mean"].mean(),
-        )
-    if kind == "metric_greater":
-        g = select(summary, item["rows"], item["greater_metric"]).set_index(["figure", "config_id"])
-        lsr = select(summary, item["rows"], item["lesser_metric"]).set_index(
-            ["figure", "config_id"]
-        )
-        common = g.index.intersection(lsr.index)
-        if common.empty:
-            return _verdict(
-                item,
-                "not run",
-                f"no rows with both {item['greater_metric']} and {item['lesser_metric']}",
-            )
-        fails = [f"{c[1]} ({c[0]})" for c in common if not g.loc[c, "mean"] > lsr.loc[c, "mean"]]
-        ok = not fails
-        reason = (
-            f"{item['greater_metric']} > {item['lesser_metric']} in all {len(common)} configuration(s)"
-            if ok
-            else f"not so in: {', '.join(fails)}"
-        )
-        return _verdict(
-            item,
-            "reproduced" if ok else "not reproduced",
-            reason,
-            f"{item['greater_metric']} above {item['lesser_metric']}",
-            "",
-            float((g.loc[common, "mean"] - lsr.loc[common, "mean"]).mean()),
-        )
-    # increases_with / decreases_with a configuration field
+# A claim's judge: (holds?, reason, what was expected, mean, ci_low, ci_high), or the
+# reason it cannot be judged (a str: the verdict is "not run").
+Judged = tuple[bool, str, str, float, float, float] | str
+NAN = math.nan
+
+
+def _every_row_positive(item, rows: pd.DataFrame, summary, configs) -> Judged:
+    bad = rows[~(rows["ci_low"].fillna(rows["mean"]) > 0)]
+    reason = (
+        f"The CI is above 0 in all {len(rows)} configuration(s)"
+        if bad.empty
+        else f"Not above 0 in {len(bad)} of {len(rows)} configuration(s): {', '.join(_names(bad))}"
+    )
+    mean, lo, hi = rows["mean"].mean(), rows["ci_low"].min(), rows["ci_high"].max()
+    return bad.empty, reason, "> 0", mean, lo, hi
+
+
+def _group_greater(item, rows: pd.DataFrame, summary, configs) -> Judged:
+    a, b = select(rows, item["greater"], None), select(rows, item["lesser"], None)
+    greater, lesser = describe_rows(item["greater"]), describe_rows(item["lesser"])
+    if a.empty or b.empty:
+        return f"It needs rows for both {greater} and {lesser}."
+    ok = a["ci_low"].mean() > b["ci_high"].mean()
+    if ok:
+        tail = ""
+    elif a["mean"].mean() > b["mean"].mean():
+        tail = "; ordered as claimed but the CIs overlap"
+    else:
+        tail = "; the other way round"
+    reason = (
+        f"{greater}: {_fmt(a['mean'].mean())} [{_fmt(a['ci_low'].mean())}, {_fmt(a['ci_high'].mean())}] vs "
+        f"{lesser}: {_fmt(b['mean'].mean())} [{_fmt(b['ci_low'].mean())}, {_fmt(b['ci_high'].mean())}]"
+        + tail
+    )
+    return ok, reason, f"{greater} above {lesser}", a["mean"].mean() - b["mean"].mean(), NAN, NAN
+
+
+def _metric_greater(item, rows, summary: pd.DataFrame, configs) -> Judged:
+    greater, lesser = item["greater_metric"], item["lesser_metric"]
+    g = select(summary, item["rows"], greater).set_index(["figure", "config_id"])
+    lsr = select(summary, item["rows"], lesser).set_index(["figure", "config_id"])
+    common = g.index.intersection(lsr.index)
+    if common.empty:
+        return f"no rows with both {greater} and {lesser}"
+    fails = [f"{c[1]} ({c[0]})" for c in common if not g.loc[c, "mean"] > lsr.loc[c, "mean"]]
+    reason = (
+        f"{greater} is above {lesser} in all {len(common)} configuration(s)"
+        if not fails
+        else f"{greater} is not above {lesser} in: {', '.join(fails)}"
+    )
+    gap = float((g.loc[common, "mean"] - lsr.loc[common, "mean"]).mean())
+    return not fails, reason, f"{greater} above {lesser}", gap, NAN, NAN
+
+
+def _monotone(item, rows: pd.DataFrame, summary, configs: dict) -> Judged:
+    """increases_with / decreases_with a configuration field (the means, in its order)."""
     along = item["along"]
     pts = sorted(
         (configs.get(c, {}).get(along), m)
@@ -333,103 +315,128 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
         if configs.get(c, {}).get(along) is not None
     )
     if len({x for x, _ in pts}) < 2:
-        return _verdict(
-            item, "not run", f"needs configurations with at least two values of {along}"
-        )
-    means = np.array([m for _, m in pts])
-    diffs = np.diff(means)
-    ok = bool((diffs > 0).all()) if kind == "increases_with" else bool((diffs < 0).all())
+        return f"needs configurations with at least two values of {along}"
+    diffs = np.diff(np.array([m for _, m in pts]))
+    ok = bool((diffs > 0).all()) if item["kind"] == "increases_with" else bool((diffs < 0).all())
     reason = f"{along} -> mean: " + ", ".join(f"{x:g}: {_fmt(m)}" for x, m in pts)
+    return ok, reason, item["kind"].replace("_", " ") + f" {along}", NAN, NAN, NAN
+
+
+CLAIM_JUDGES = {
+    "every_row_positive": _every_row_positive,
+    "group_greater": _group_greater,
+    "metric_greater": _metric_greater,
+    "increases_with": _monotone,
+    "decreases_with": _monotone,
+}
+
+
+def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) -> dict:
+    judged = CLAIM_JUDGES[item["kind"]](item, rows, summary, configs)
+    if isinstance(judged, str):
+        return _verdict(item, "not run", judged)
+    ok, reason, expected, mean, lo, hi = judged
     return _verdict(
-        item,
-        "reproduced" if ok else "not reproduced",
-        reason,
-        kind.replace("_", " ") + f" {along}",
-        "",
+        item, "reproduced" if ok else "not reproduced", reason, expected, "", mean, lo, hi
     )
 
 
-def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
-    items = load_expected(expected_dir)
-    summary = load_summary(out)
-    cfg_path = Path(out) / "configs.json"
-    configs = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
-    status = RunStore(out).status()
-    gpus = gpus_in(summary)
-    on_cpu = not gpus
-    rows_out = []
-    for item in items:
+@dataclass(frozen=True)
+class Run:
+    """What compare reads of a results folder."""
+
+    summary: pd.DataFrame
+    configs: dict[str, dict]
+    status: dict[str, dict]
+    gpus: list[str]
+
+    @classmethod
+    def load(cls, out: Path) -> Run:
+        summary = load_summary(out)
+        cfg_path = Path(out) / "configs.json"
+        configs = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
+        return cls(summary, configs, RunStore(out).status(), gpus_in(summary))
+
+
+def _unjudgeable(item, run: Run) -> str | None:
+    """Why the item is "not applicable" to this run before any row is read."""
+    if not run.gpus:
+        return CPU_REASON
+    scope = item["scope"]
+    if scope != "any" and not any(s.lower() in g.lower() for s in scope for g in run.gpus):
+        return f"the paper's item is for {', '.join(scope)}; this run has {', '.join(run.gpus)}"
+    return None
+
+
+def _rows_with_communication(item, rows: pd.DataFrame, run: Run) -> pd.DataFrame | None:
+    """The rows whose configuration ran communication beside compute; None where the
+    item's configurations ran none at all (world size 1: nothing to judge)."""
+    ran = with_communication(run.summary)
+    # the configurations the item is about, whatever metrics they have: without
+    # communication the overlap fraction has no rows at all (it is undefined)
+    about = select(run.summary, {k: v for k, v in item["rows"].items() if k != "mode"}, None)
+    keys = set(zip(about["figure"], about["config_id"], strict=True))
+    rows = rows[[k in ran for k in zip(rows["figure"], rows["config_id"], strict=True)]]
+    return None if rows.empty and keys and not keys & ran else rows
+
+
+def _with_evidence(v: dict, rows: pd.DataFrame) -> dict:
+    """n and the CI method of the rows judged; too few repetitions make it inconclusive."""
+    n = int(rows["n"].min())
+    v["n"] = n
+    if "ci_method" in rows:
+        v["ci_method"] = "; ".join(sorted(set(rows["ci_method"].dropna().astype(str))))
+    if v["verdict"] in ("reproduced", "not reproduced") and n < MIN_REPETITIONS:
+        v["verdict"] = "inconclusive"
+        v["reason"] = (
+            f"Too few repetitions to judge (n = {n}; a verdict needs {MIN_REPETITIONS}): "
+            + v["reason"]
+        )
+    if rows["parallelism"].astype(str).str.startswith("proxy").any():
+        v["reason"] += " (rows include one-GPU proxies)"
+    return v
+
+
+def judge_item(item, run: Run) -> dict:
+    """One expected item's verdict row."""
+    is_number = item["section"] == "numbers"
+    exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
+    why = _unjudgeable(item, run)
+    if why:
+        return _verdict(item, "not applicable", why, *exp)
+    metric = (
+        item["greater_metric"]
+        if not is_number and item["kind"] == "metric_greater"
+        else item.get("metric")
+    )
+    rows = select(run.summary, item["rows"], metric)
+    if metric in NEEDS_COMMUNICATION:
+        rows = _rows_with_communication(item, rows, run)
+        if rows is None:
+            return _verdict(item, "not applicable", NO_COMMUNICATION_REASON, *exp)
+    if rows.empty:
         figures = _as_list(item["rows"].get("figure", item["file_figure"]))
-        exp = (
-            (_fmt(item["value"]), _fmt(item["tolerance"]))
-            if item["section"] == "numbers"
-            else ("", "")
-        )
-        if on_cpu:
-            rows_out.append(_verdict(item, "not applicable", CPU_REASON, *exp))
-            continue
-        scope = item["scope"]
-        if scope != "any" and not any(s.lower() in g.lower() for s in scope for g in gpus):
-            rows_out.append(
-                _verdict(
-                    item,
-                    "not applicable",
-                    f"the paper's item is for {', '.join(scope)}; this run has {', '.join(gpus)}",
-                    *exp,
-                )
-            )
-            continue
-        metric = (
-            item.get("metric")
-            if item["section"] == "numbers" or item["kind"] != "metric_greater"
-            else item["greater_metric"]
-        )
-        rows = select(summary, item["rows"], metric)
-        if metric in NEEDS_COMMUNICATION:
-            ran = with_communication(summary)
-            # the configurations the item is about, whatever metrics they have: without
-            # communication the overlap fraction has no rows at all (it is undefined)
-            about = select(summary, {k: v for k, v in item["rows"].items() if k != "mode"}, None)
-            keys = set(zip(about["figure"], about["config_id"], strict=True))
-            rows = rows[[k in ran for k in zip(rows["figure"], rows["config_id"], strict=True)]]
-            if rows.empty and keys and not keys & ran:
-                rows_out.append(_verdict(item, "not applicable", NO_COMMUNICATION_REASON, *exp))
-                continue
-        if rows.empty:
-            why = [
-                f"{f}: {status[f]['reason']}"
-                for f in figures
-                if f in status and status[f]["status"] != "ran"
-            ]
-            reason = (
-                "; ".join(why)
-                if why
-                else f"no {metric} rows for {', '.join(figures)} in this folder"
-            )
-            rows_out.append(_verdict(item, "not run", reason, *exp))
-            continue
-        v = (
-            judge_number(item, rows, configs)
-            if item["section"] == "numbers"
-            else judge_claim(item, rows, summary, configs)
-        )
-        n = int(rows["n"].min())
-        v["n"] = n
-        if "ci_method" in rows:
-            v["ci_method"] = "; ".join(sorted(set(rows["ci_method"].dropna().astype(str))))
-        if v["verdict"] in ("reproduced", "not reproduced") and n < MIN_REPETITIONS:
-            v["verdict"] = "inconclusive"
-            v["reason"] = (
-                f"Too few repetitions to judge (n = {n}; a verdict needs {MIN_REPETITIONS}): "
-                + v["reason"]
-            )
-        if rows["parallelism"].astype(str).str.startswith("proxy").any():
-            v["reason"] += " (rows include one-GPU proxies)"
-        rows_out.append(v)
-    rows_out += validation.v1_verdicts(summary)
-    if (summary["figure"] == "v2").any():
+        st = run.status
+        why = [f"{f}: {st[f]['reason']}" for f in figures if f in st and st[f]["status"] != "ran"]
+        reason = "; ".join(why) or f"no {metric} rows for {', '.join(figures)} in this folder"
+        return _verdict(item, "not run", reason, *exp)
+    v = (
+        judge_number(item, rows, run.configs)
+        if is_number
+        else judge_claim(item, rows, run.summary, run.configs)
+    )
+    return _with_evidence(v, rows)
+
+
+def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
+    """Every expected item's verdict, then the artifact's own checks (V1, V2)."""
+    items = load_expected(expected_dir)
+    run = Run.load(out)
+    rows_out = [judge_item(item, run) for item in items]
+    rows_out += validation.v1_verdicts(run.summary)
+    if (run.summary["figure"] == "v2").any():
         v2_records = [r for r in RunStore(out).records() if r["figure"] == "v2"]
-        rows_out += validation.v2_verdicts(summary, configs, v2_records)
+        rows_out += validation.v2_verdicts(run.summary, run.configs, v2_records)
     return pd.DataFrame(rows_out, columns=COLUMNS)
 
 

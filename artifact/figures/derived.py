@@ -1,4 +1,5 @@
-"""Derived quantities shared by several figures (summary.csv's 'derived' rows).
+"""Derived quantities shared by several figures (summary.csv's 'derived' rows), and
+the panel that plots Eq. 1.
 
 Eq. 1 is `slowdown` everywhere: compute time under overlap vs sequential.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from artifact import metrics as eq
 from artifact.aggregate import MODE_DERIVED, Derived, relative_change
+from artifact.figures.spec import Panel, Series
 
 SLOWDOWN = relative_change("slowdown", ("overlap", "compute_ms"), ("sequential", "compute_ms"))
 
@@ -25,3 +27,10 @@ MICROBENCH = (
 )
 
 POWER = tuple(d for d in MICROBENCH if "power" in d.metric or "energy" in d.metric)
+
+# the training figures' plot of Eq. 1 (fig4, fig10, fig11), in % as the paper
+SLOWDOWN_PANEL = Panel(
+    (Series("derived", "slowdown", "compute slowdown (Eq. 1)"),),
+    "compute slowdown (%)",
+    percent=True,
+)

@@ -15,11 +15,7 @@ SPEC = FigureSpec(
     options=TRAINING_OPTIONS,
     derived=derived.TRAINING,
     panels=(
-        Panel(
-            (Series("derived", "slowdown", "compute slowdown (Eq. 1)"),),
-            "compute slowdown (%)",
-            percent=True,
-        ),
+        derived.SLOWDOWN_PANEL,
         Panel(
             (
                 Series("overlap", "power_peak_pct_tdp", "peak, overlap"),

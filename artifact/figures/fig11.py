@@ -4,7 +4,7 @@ On CPUs TF32 does not exist: both rows run the same FP32 arithmetic (a functiona
 """
 
 from artifact.figures import derived
-from artifact.figures.spec import TRAINING_OPTIONS, FigureSpec, Panel, Series
+from artifact.figures.spec import TRAINING_OPTIONS, FigureSpec
 
 SPEC = FigureSpec(
     name="fig11",
@@ -13,12 +13,6 @@ SPEC = FigureSpec(
     params={"precisions": ("fp32", "tf32")},
     options=TRAINING_OPTIONS,
     derived=derived.TRAINING,
-    panels=(
-        Panel(
-            (Series("derived", "slowdown", "compute slowdown (Eq. 1)"),),
-            "compute slowdown (%)",
-            percent=True,
-        ),
-    ),
+    panels=(derived.SLOWDOWN_PANEL,),
     expected="fig11.yaml",
 )

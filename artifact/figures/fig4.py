@@ -7,7 +7,7 @@ Fig. 5's end-to-end times come from the same records.
 """
 
 from artifact.figures import derived
-from artifact.figures.spec import TRAINING_OPTIONS, FigureSpec, Panel, Series
+from artifact.figures.spec import TRAINING_OPTIONS, FigureSpec
 
 SPEC = FigureSpec(
     name="fig4",
@@ -15,12 +15,6 @@ SPEC = FigureSpec(
     experiment="fig4",
     options=TRAINING_OPTIONS | {"parallelisms"},
     derived=derived.TRAINING,
-    panels=(
-        Panel(
-            (Series("derived", "slowdown", "compute slowdown (Eq. 1)"),),
-            "compute slowdown (%)",
-            percent=True,
-        ),
-    ),
+    panels=(derived.SLOWDOWN_PANEL,),
     expected="fig4.yaml",
 )
