@@ -256,125 +256,149 @@ def _buffers(
     return 3 * n * _itemsize(precision) + comm_bytes * (2 if comm == "copy" else 1)
 
 
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What the plan is for: the preset, on how many GPUs of what memory."""
+
+    preset: Preset
+    world: int
+    device: str  # "cpu" or "cuda"
+    gpu_memory_gib: float
+    rates: dict
+
+    @property
+    def cap(self) -> float:
+        return self.gpu_memory_gib * memory.GIB
+
+
+def _training_rows(t: Target, fig: str) -> list[Row]:
+    p, world, rows = t.preset, t.world, []
+    for name, par, mb, prec in training_grid(p, fig):
+        m = model_at(p, name)
+        need = training_memory(m, par, mb, prec, world, p.global_batch)
+        fits = need <= t.cap
+        why_not = CPU_UNSUPPORTED.get(prec) if t.device == "cpu" else None
+        runs = fits and not why_not
+        iters = (p.fp32_iters if prec in ("fp32", "tf32") else None) or p.iters_per_rep
+        nmb = max(1, p.global_batch // mb)
+        passes = m.layers * iters if par == "fsdp" else -(-m.layers // world) * nmb * iters
+        traces = 3 * world * passes * TRACE_BYTES_PER_LAYER_PASS[par]
+        records = p.reps * 3 * RECORD_BYTES[fig]
+        secs, method = 0.0, "measured"
+        if t.device == "cuda":
+            step = step_seconds(m, par, mb, prec, world, p.global_batch, t.rates)
+            steps = p.warmup * 3 + 2 * iters * 3 * p.reps
+            power = p.reps * 3 * _windowed(p.power_window_s, step)
+            secs, method = steps * step + power + SETUP_S["training"], "flops"
+        note = "" if fits else f"not run: {need / memory.GIB:.0f} GiB > {t.gpu_memory_gib:g}"
+        note = f"not run: {why_not}" if fits and why_not else note
+        if par == "pipeline":
+            stages = f"{world} stage(s), {nmb} micro-batch" + ("es" if nmb > 1 else "")
+            note = "; ".join(x for x in (stages, note) if x)
+        rows.append(
+            Row(fig, name, par, prec, mb, world, need / memory.GIB, "estimate", fits,
+                secs if runs else 0.0, secs, method, records if runs else 0,
+                traces if runs else 0, note, runs)
+        )  # fmt: skip
+    return rows
+
+
+def _microbench_costs(p: Preset, fig: str, i: int, t_iter: float, world: int) -> tuple:
+    """(seconds a repetition, record bytes, trace bytes, extra note) of one microbenchmark row."""
+    reps = spec_of(fig).default_reps(p)
+    if fig == "fig7":
+        return 4 * max(0.5, p.power_window_s / 2), reps * RECORD_BYTES[fig], FIG7_SERIES_BYTES, ""
+    traces = 4 * world * MICRO_TRACE_BYTES
+    if fig == "v2":
+        frac = p.v2.delay_fractions[i]
+        per_rep = 4 * 2 * p.iters_per_rep * t_iter * (1 + frac)
+        return per_rep, reps * 4 * RECORD_BYTES[fig], traces, f"delay {frac:g} x compute"
+    per_rep = 4 * (_windowed(p.power_window_s, t_iter) + 2 * p.iters_per_rep * t_iter)
+    return per_rep, reps * 4 * RECORD_BYTES[fig], traces, ""
+
+
+def _microbench_rows(t: Target, fig: str) -> list[Row]:
+    p, world, rows = t.preset, t.world, []
+    grid = microbench_grid(p, world, t.device)
+    if fig == "v2":  # v2.base_config: the collective that occupies the device here
+        by_comm = {g[0]: g for g in grid}
+        grid = [by_comm.get("onerank-avg") or by_comm["allreduce"]] * len(p.v2.delay_fractions)
+    if t.device != "cuda" and fig in ("fig6", "fig7"):
+        return [
+            Row(fig, "-", "-", "-", None, world, None, "-", None, 0.0, 0.0, "measured",
+                0, 0, "not run: no power telemetry on a CPU")
+        ]  # fmt: skip
+    for i, (comm, prec, size, comm_bytes) in enumerate(grid):
+        t_iter = (
+            p.microbench.matmuls_per_iter * GEMM_8192_MS.get(prec, 1.43) * 1e-3 * (size / 8192) ** 3
+        )
+        per_rep, records, traces, extra = _microbench_costs(p, fig, i, t_iter, world)
+        notes = ["one-GPU proxy" if comm != "allreduce" else "", extra]
+        if fig in ("fig6", "fig7"):
+            notes.append("needs NVML or AMD-SMI, else not run")
+        secs = SETUP_S[fig] + spec_of(fig).default_reps(p) * per_rep
+        need = _buffers(size, prec, comm_bytes, comm) + memory.RUNTIME_OVERHEAD
+        fits = need <= t.cap
+        rows.append(
+            Row(fig, f"matmul-{size}", PARALLELISM[comm], prec, None, world,
+                need / memory.GIB, "buffers", fits, secs if fits else 0.0, secs, "micro",
+                records if fits else 0, traces if fits else 0,
+                "; ".join(n for n in notes if n))
+        )  # fmt: skip
+    return rows
+
+
+def _contention_rows(t: Target, fig: str) -> list[Row]:
+    sweep, world, rows = t.preset.contention, t.world, []
+    for comm, ctas, kind, size in contention_grid(t.preset, world, t.device):
+        t_iter = _compute_s(kind)
+        window = sweep.power_window_s if size == sweep.power_at_bytes else 0.0
+        per_rep = 4 * (_windowed(window, t_iter) + 2 * sweep.iters * t_iter)
+        secs = SETUP_S["contention"] + sweep.reps * per_rep
+        par = PARALLELISM[comm] if not ctas else f"allreduce-{ctas}cta"
+        numel = kind.size if kind.compute == "add" else None
+        need = _buffers(kind.size, kind.precision, size, comm, numel) + memory.RUNTIME_OVERHEAD
+        fits = need <= t.cap
+        size_s = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+        rows.append(
+            Row(fig, kind.name, par, kind.precision, None, world, need / memory.GIB,
+                "buffers", fits, secs if fits else 0.0, secs, "micro",
+                sweep.reps * 4 * RECORD_BYTES[fig] if fits else 0,
+                4 * world * MICRO_TRACE_BYTES if fits else 0, f"all-reduce {size_s}")
+        )  # fmt: skip
+    return rows
+
+
+def _fig9_rows(t: Target, fig: str) -> list[Row]:
+    return [
+        Row(fig, "-", "-", "-", None, t.world, None, "-", None, 0.0, 0.0, "not run", 0, 0,
+            "not run without --allow-power-cap (with it: fig8's configurations x 6 power levels)")
+    ]  # fmt: skip
+
+
+# each figure's rows, by the experiment its spec names (artifact/figures/)
+ROWS_OF = {
+    "fig4": _training_rows,
+    "precision_sweep": _training_rows,
+    "fig6": _microbench_rows,
+    "fig7": _microbench_rows,
+    "fig8": _microbench_rows,
+    "v2": _microbench_rows,
+    "contention": _contention_rows,
+    "fig9": _fig9_rows,
+}
+
+
 def build(preset: Preset, figures: Iterable[str], gpus: int, gpu_memory_gib: float) -> list[Row]:
     device = "cpu" if preset.device == "cpu" else "cuda"
-    world = gpus
-    cap = gpu_memory_gib * memory.GIB
-    rates = measured_rates() if device == "cuda" else {}
-    p, rows = preset, []
+    t = Target(preset, gpus, device, gpu_memory_gib, measured_rates() if device == "cuda" else {})
+    rows = []
     for fig in figures:
-        fig_rows: list[Row] = []
+        fig_rows = ROWS_OF[spec_of(fig).experiment](t, fig)
         if device == "cuda":
-            fig_rows.append(
-                Row(fig, "(start-up)", "-", "-", None, world, None, "-", None,
-                    FIGURE_STARTUP_S, FIGURE_STARTUP_S, "start-up", 0, 0)
-            )  # fmt: skip
-        if fig in ("fig4", "fig10", "fig11"):
-            for name, par, mb, prec in training_grid(p, fig):
-                m = model_at(p, name)
-                need = training_memory(m, par, mb, prec, world, p.global_batch)
-                fits = need <= cap
-                why_not = CPU_UNSUPPORTED.get(prec) if device == "cpu" else None
-                runs = fits and not why_not
-                iters = (p.fp32_iters if prec in ("fp32", "tf32") else None) or p.iters_per_rep
-                nmb = max(1, p.global_batch // mb)
-                passes = m.layers * iters if par == "fsdp" else -(-m.layers // world) * nmb * iters
-                traces = 3 * world * passes * TRACE_BYTES_PER_LAYER_PASS[par]
-                records = p.reps * 3 * RECORD_BYTES[fig]
-                t, method = 0.0, "measured"
-                if device == "cuda":
-                    step = step_seconds(m, par, mb, prec, world, p.global_batch, rates)
-                    steps = p.warmup * 3 + 2 * iters * 3 * p.reps
-                    power = p.reps * 3 * _windowed(p.power_window_s, step)
-                    t, method = steps * step + power + SETUP_S["training"], "flops"
-                note = "" if fits else f"not run: {need / memory.GIB:.0f} GiB > {gpu_memory_gib:g}"
-                note = f"not run: {why_not}" if fits and why_not else note
-                if par == "pipeline":
-                    note = "; ".join(
-                        x
-                        for x in (
-                            f"{world} stage(s), {nmb} micro-batch" + ("es" if nmb > 1 else ""),
-                            note,
-                        )
-                        if x
-                    )
-                fig_rows.append(
-                    Row(fig, name, par, prec, mb, world, need / memory.GIB, "estimate", fits,
-                        t if runs else 0.0, t, method, records if runs else 0,
-                        traces if runs else 0, note, runs)
-                )  # fmt: skip
-        elif fig in ("fig6", "fig7", "fig8", "v2"):
-            grid = microbench_grid(p, world, device)
-            if fig == "v2":  # v2.base_config: the collective that occupies the device here
-                by_comm = {g[0]: g for g in grid}
-                base = by_comm.get("onerank-avg") or by_comm["allreduce"]
-                grid = [base] * len(p.v2.delay_fractions)
-            no_power = device != "cuda" and fig in ("fig6", "fig7")
-            for i, (comm, prec, size, comm_bytes) in enumerate(grid if not no_power else []):
-                mb_cfg = p.microbench
-                t_iter = (
-                    mb_cfg.matmuls_per_iter
-                    * GEMM_8192_MS.get(prec, 1.43)
-                    * 1e-3
-                    * (size / 8192) ** 3
-                )
-                reps = spec_of(fig).default_reps(p)
-                note = "one-GPU proxy" if comm != "allreduce" else ""
-                if fig == "fig7":
-                    per_rep = 4 * max(0.5, p.power_window_s / 2)
-                    records, traces = reps * RECORD_BYTES[fig], FIG7_SERIES_BYTES
-                elif fig == "v2":
-                    frac = p.v2.delay_fractions[i]
-                    per_rep = 4 * 2 * p.iters_per_rep * t_iter * (1 + frac)
-                    note = ", ".join(x for x in (note, f"delay {frac:g} x compute") if x)
-                    records = reps * 4 * RECORD_BYTES[fig]
-                    traces = 4 * world * MICRO_TRACE_BYTES
-                else:
-                    per_rep = 4 * (
-                        _windowed(p.power_window_s, t_iter) + 2 * p.iters_per_rep * t_iter
-                    )
-                    records = reps * 4 * RECORD_BYTES[fig]
-                    traces = 4 * world * MICRO_TRACE_BYTES
-                if fig in ("fig6", "fig7"):
-                    note = "; ".join(x for x in (note, "needs NVML or AMD-SMI, else not run") if x)
-                t = SETUP_S[fig] + reps * per_rep
-                need = _buffers(size, prec, comm_bytes, comm) + memory.RUNTIME_OVERHEAD
-                fits = need <= cap
-                fig_rows.append(
-                    Row(fig, f"matmul-{size}", PARALLELISM[comm], prec, None, world,
-                        need / memory.GIB, "buffers", fits, t if fits else 0.0, t, "micro",
-                        records if fits else 0, traces if fits else 0, note)
-                )  # fmt: skip
-            if no_power:
-                fig_rows.append(
-                    Row(fig, "-", "-", "-", None, world, None, "-", None, 0.0, 0.0, "measured",
-                        0, 0, "not run: no power telemetry on a CPU")
-                )  # fmt: skip
-        elif fig == "contention":
-            sweep = p.contention
-            for comm, ctas, kind, size in contention_grid(p, world, device):
-                t_iter = _compute_s(kind)
-                window = sweep.power_window_s if size == sweep.power_at_bytes else 0.0
-                per_rep = 4 * (_windowed(window, t_iter) + 2 * sweep.iters * t_iter)
-                t = SETUP_S["contention"] + sweep.reps * per_rep
-                par = PARALLELISM[comm] if not ctas else f"allreduce-{ctas}cta"
-                numel = kind.size if kind.compute == "add" else None
-                need = (
-                    _buffers(kind.size, kind.precision, size, comm, numel) + memory.RUNTIME_OVERHEAD
-                )
-                fits = need <= cap
-                size_s = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
-                fig_rows.append(
-                    Row(fig, kind.name, par, kind.precision, None, world, need / memory.GIB,
-                        "buffers", fits, t if fits else 0.0, t, "micro",
-                        sweep.reps * 4 * RECORD_BYTES[fig] if fits else 0,
-                        4 * world * MICRO_TRACE_BYTES if fits else 0, f"all-reduce {size_s}")
-                )  # fmt: skip
-        elif fig == "fig9":
-            fig_rows.append(
-                Row(fig, "-", "-", "-", None, world, None, "-", None, 0.0, 0.0, "not run", 0, 0,
-                    "not run without --allow-power-cap (with it: fig8's configurations x 6 power levels)")
-            )  # fmt: skip
+            startup = Row(fig, "(start-up)", "-", "-", None, gpus, None, "-", None,
+                          FIGURE_STARTUP_S, FIGURE_STARTUP_S, "start-up", 0, 0)  # fmt: skip
+            fig_rows.insert(0, startup)
         if device == "cpu":  # tiny: the figure's measured time, split over its rows
             share = TINY_MEASURED_S[fig] / sum(1 for r in fig_rows if r.runs is not False)
             for r in fig_rows:

@@ -38,7 +38,7 @@ def failure_reason(e: BaseException, figure: str) -> str:
     return f"{what} (log: logs/{figure}.log)"
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser()
     p.add_argument("--figure", required=True)
     p.add_argument("--preset", required=True)
@@ -46,12 +46,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--reps", type=int, required=True)
     p.add_argument("--options", default="{}")
-    args = p.parse_args(argv)
-    procs.die_with_parent()  # torchrun gone (killed with its launcher): this rank goes too
+    return p.parse_args(argv)
 
-    # DeepSpeed calls torch.distributed functions that torch 2.13 marks deprecated; the
-    # warning repeats on every call and buries the run's own log.
-    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated")
+
+def _join(kind: str) -> tuple[int, int, int, torch.device, str]:
+    """Join the process group: (rank, world size, local rank, device, backend)."""
     rank = int(os.environ.get("RANK", 0))
     world = int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
@@ -59,89 +58,111 @@ def main(argv: list[str] | None = None) -> None:
         level=logging.INFO if rank == 0 else logging.WARNING,
         format=f"[rank {rank}] %(levelname)s %(name)s: %(message)s",
     )
-    device = _device(args.device, local_rank)
+    device = _device(kind, local_rank)
     backend = "gloo" if device.type == "cpu" else "nccl"  # RCCL answers to "nccl" on ROCm
     # collectives time out with the launcher's hang watchdog, not NCCL's 10 min default
     timeout = datetime.timedelta(seconds=float(os.environ.get("ARTIFACT_HANG_S", 600)))
     dist.init_process_group(
         backend, device_id=device if device.type == "cuda" else None, timeout=timeout
     )
+    return rank, world, local_rank, device, backend
+
+
+def _context(args: argparse.Namespace, local_rank: int, device, backend: str) -> RunContext:
+    """The rank's RunContext: preset, telemetry, provenance and the results store."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    preset = get_preset(args.preset)
+    gpu_index = device_layer.physical_index(local_rank)
+    telemetry = (
+        power.open_backend("auto", gpu_index) if device.type == "cuda" else power.NoneBackend()
+    )
+    provenance = {
+        **envmod.capture(),
+        "preset": preset.name,
+        "figure": args.figure,
+        "world_size": world,
+        "backend": backend,
+        "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", 1)) if world > 1 else 1,
+        "power_backend": telemetry.name,
+        # set by the CLI's --allow-shared-device when other jobs used the GPU
+        "other_gpu_processes": os.environ.get("ARTIFACT_SHARED_GPU_PROCESSES", ""),
+    }
+    options = {**json.loads(args.options), "gpu_index": gpu_index}
+    return RunContext(
+        figure=args.figure,
+        preset=preset,
+        device=device,
+        rank=rank,
+        world_size=world,
+        store=RunStore(args.out),
+        provenance=provenance,
+        reps=args.reps,
+        warmup=preset.warmup,
+        iters=preset.iters_per_rep,
+        traces_dir=args.out / "traces" / args.figure,
+        options=options,
+        power_backend=telemetry,
+        power_interval_s=options.get("power_interval_s") or power.DEFAULT_INTERVAL_S,
+    )
+
+
+def _run(ctx: RunContext) -> None:
+    """The figure's experiment; a failure or a Ctrl-C leaves its status saying so."""
+    store, figure = ctx.store, ctx.figure
     try:
-        preset = get_preset(args.preset)
-        telemetry = (
-            power.open_backend("auto", device_layer.physical_index(local_rank))
-            if device.type == "cuda"
-            else power.NoneBackend()
-        )
-        provenance = {
-            **envmod.capture(),
-            "preset": preset.name,
-            "figure": args.figure,
-            "world_size": world,
-            "backend": backend,
-            "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", 1)) if world > 1 else 1,
-            "power_backend": telemetry.name,
-            # set by the CLI's --allow-shared-device when other jobs used the GPU
-            "other_gpu_processes": os.environ.get("ARTIFACT_SHARED_GPU_PROCESSES", ""),
-        }
-        store = RunStore(args.out)
-        if rank == 0:
+        spec_of(figure).run(ctx)
+    except StopRequested:
+        if ctx.is_writer:
             store.write_status(
+                figure,
+                "failed",
+                f"interrupted by Ctrl-C between repetitions (log: logs/{figure}.log)",
+                interrupted=True,
+            )
+        dist.barrier()
+        logging.shutdown()
+        os._exit(0)  # a clean stop; the status and the CLI say it was interrupted
+    except BaseException as e:
+        if ctx.is_writer:
+            store.write_status(figure, "failed", failure_reason(e, figure))
+        raise
+    finally:
+        ctx.power_backend.close()
+
+
+def _finish_status(store: RunStore, figure: str) -> None:
+    """Rank 0, after every rank is done: 'running' becomes 'ran' or 'not run'."""
+    status = store.status()[figure]
+    if status.get("status") != "running":
+        return  # the experiment said it itself (not run: no telemetry, ...)
+    skipped = status.get("configs", {})
+    if any((store.records_dir / figure).glob("**/rep-*.json")):
+        why = f"{len(skipped)} configuration(s) not run" if skipped else "every configuration ran"
+        store.write_status(figure, "ran", why)
+    else:
+        store.write_status(figure, "not run", "no configuration could run here")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    procs.die_with_parent()  # torchrun gone (killed with its launcher): this rank goes too
+    # DeepSpeed calls torch.distributed functions that torch 2.13 marks deprecated; the
+    # warning repeats on every call and buries the run's own log.
+    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated")
+    rank, _, local_rank, device, backend = _join(args.device)
+    try:
+        if rank == 0:
+            RunStore(args.out).write_status(
                 args.figure,
                 "running",
                 "started; a run stopped before it finished leaves this status",
                 configs={},
             )
-        options = {**json.loads(args.options), "gpu_index": device_layer.physical_index(local_rank)}
-        ctx = RunContext(
-            figure=args.figure,
-            preset=preset,
-            device=device,
-            rank=rank,
-            world_size=world,
-            store=store,
-            provenance=provenance,
-            reps=args.reps,
-            warmup=preset.warmup,
-            iters=preset.iters_per_rep,
-            traces_dir=args.out / "traces" / args.figure,
-            options=options,
-            power_backend=telemetry,
-            power_interval_s=options.get("power_interval_s") or power.DEFAULT_INTERVAL_S,
-        )
-
-        try:
-            spec_of(args.figure).run(ctx)
-        except StopRequested:
-            if rank == 0:
-                store.write_status(
-                    args.figure,
-                    "failed",
-                    f"interrupted by Ctrl-C between repetitions (log: logs/{args.figure}.log)",
-                    interrupted=True,
-                )
-            dist.barrier()
-            logging.shutdown()
-            os._exit(0)  # a clean stop; the status and the CLI say it was interrupted
-        except BaseException as e:
-            if rank == 0:
-                store.write_status(args.figure, "failed", failure_reason(e, args.figure))
-            raise
-        finally:
-            telemetry.close()
+        ctx = _context(args, local_rank, device, backend)
+        _run(ctx)
         dist.barrier()  # every rank's work, and rank 0's records, are done
-        status = store.status()[args.figure] if rank == 0 else {}
-        if status.get("status") == "running":
-            skipped = status.get("configs", {})
-            if any((store.records_dir / args.figure).glob("**/rep-*.json")):
-                why = (
-                    f"{len(skipped)} configuration(s) not run"
-                    if skipped
-                    else "every configuration ran"
-                )
-                store.write_status(args.figure, "ran", why)
-            else:
-                store.write_status(args.figure, "not run", "no configuration could run here")
+        if rank == 0:
+            _finish_status(ctx.store, args.figure)
     except BaseException:
         dist.destroy_process_group()
         raise
