@@ -30,6 +30,7 @@ from artifact.config import (
 )
 from artifact.errors import ArtifactError, bad_choice
 from artifact.figures import REGISTRY, spec_of
+from artifact.memory import RECOMPUTE_CHOICES
 
 console = Console()
 err_console = Console(stderr=True)
@@ -93,6 +94,7 @@ def run_options(args: argparse.Namespace) -> dict:
         "models": models,
         "parallelisms": parallelisms,
         "power_interval_s": args.power_interval_ms / 1e3 if args.power_interval_ms else None,
+        "recompute": args.recompute,
     }
     options = {k: v for k, v in options.items() if v is not None}
     if args.only_applicable:  # nox -s all hands every figure the same flags
@@ -414,6 +416,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--nproc", type=int, help="gloo processes on CPU (default: the preset's)")
     run.add_argument("--models", help="comma-separated model names (FSDP and pipeline figures)")
     run.add_argument("--parallelisms", help="fig4/fig5: fsdp, pipeline or both (default both)")
+    run.add_argument(
+        "--recompute",
+        choices=RECOMPUTE_CHOICES,
+        help="activation recomputation (training figures): auto (default) turns it on where "
+        "the preset's memory rule says a configuration would not fit without it",
+    )
     run.add_argument(
         "--power-interval-ms", type=int, help="power sampling interval (default 20 ms)"
     )

@@ -120,6 +120,9 @@ class Preset:
     precision: str = "fp16"  # the main precision of the model figures (the paper's: FP16)
     seq_len: int | None = None  # shortens the models' sequence length (None: the model's own)
     fp32_iters: int | None = None  # measured iterations a pass for FP32/TF32 (None: iters_per_rep)
+    # activation recomputation turns on where a configuration's estimated memory without
+    # it exceeds this (GiB a GPU; None: never): the paper's sizes on 80 GB cards
+    recompute_above_gib: float | None = None
     microbench: MicrobenchConfig = field(
         default_factory=lambda: MicrobenchConfig(8192, "bf16", 1 << 30, 8)
     )
@@ -213,6 +216,7 @@ PRESETS: dict[str, Preset] = {
             iters_per_rep=5,
             cpu_processes=2,
             power_window_s=3.0,
+            recompute_above_gib=80.0,
         ),
     )
 }

@@ -21,6 +21,8 @@ b*s*V*(act + 4 + 4) bytes (the FP32 copy for the loss and its gradient).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from artifact.config import ModelConfig
 
 GIB = 1 << 30
@@ -76,12 +78,33 @@ def pipeline_bytes(
     states = per_param * total_params(m) / stages
     layers = -(-m.layers // stages)
     layer = layer_activation_bytes(m, micro_batch, precision, materialised_attention)
-    if recompute:
-        layer = m.seq_len * micro_batch * m.hidden * _act_bytes(precision)
     in_flight = min(stages, num_microbatches)
     acts = in_flight * layers * layer
+    if recompute:  # each layer's input stays, plus the one layer being recomputed
+        acts = in_flight * layers * m.seq_len * micro_batch * m.hidden * _act_bytes(precision)
+        acts += layer
     last = logits_bytes(m, micro_batch, precision) if stages == 1 else 0
     return states + acts + last + RUNTIME_OVERHEAD
+
+
+RECOMPUTE_CHOICES = ("auto", "on", "off")
+
+
+def with_recompute(spec, world_size: int, choice: str, budget_gib: float | None):
+    """The spec with activation recomputation on or off. `auto` turns it on exactly where
+    the estimate without it exceeds `budget_gib` (the paper preset: 80 GB cards), so the
+    paper's largest points fit; None: never. Returns (spec, why it is on or "")."""
+    if choice not in RECOMPUTE_CHOICES:
+        raise ValueError(f"recompute {choice!r}; accepted: {', '.join(RECOMPUTE_CHOICES)}")
+    if choice != "auto":
+        return replace(
+            spec, recompute=choice == "on"
+        ), "on by --recompute on" if choice == "on" else ""
+    without = estimate(replace(spec, recompute=False), world_size)
+    if budget_gib is None or without <= budget_gib * GIB:
+        return replace(spec, recompute=False), ""
+    why = f"without recomputation about {without / GIB:.0f} GiB a GPU > {budget_gib:g} GiB"
+    return replace(spec, recompute=True), why
 
 
 def estimate(spec, world_size: int) -> float:

@@ -214,12 +214,20 @@ def contention_grid(
 # --- estimates --------------------------------------------------------------------------
 
 
-def training_memory(model: ModelConfig, par: str, mb: int, prec: str, world: int, gb: int) -> float:
+def training_memory(
+    model: ModelConfig, par: str, mb: int, prec: str, world: int, gb: int, recompute: bool = False
+) -> float:
     """artifact.memory's estimate, as training.cannot_run asks it (SDPA attention)."""
     if par == "fsdp":
-        return memory.fsdp_bytes(model, mb, prec, world)
+        return memory.fsdp_bytes(model, mb, prec, world, recompute)
     nmb = max(1, gb // mb)
-    return memory.pipeline_bytes(model, mb, nmb, prec, world, materialised_attention=False)
+    return memory.pipeline_bytes(
+        model, mb, nmb, prec, world, materialised_attention=False, recompute=recompute
+    )
+
+
+# recomputation runs every forward twice: 8 x params x tokens of work instead of 6
+RECOMPUTE_COST = 8 / 6
 
 
 def step_seconds(
@@ -276,6 +284,10 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
     for name, par, mb, prec in training_grid(p, fig):
         m = model_at(p, name)
         need = training_memory(m, par, mb, prec, world, p.global_batch)
+        budget = p.recompute_above_gib  # the preset's rule (artifact.memory.with_recompute)
+        recompute = budget is not None and need > budget * memory.GIB
+        if recompute:
+            need = training_memory(m, par, mb, prec, world, p.global_batch, recompute=True)
         fits = need <= t.cap
         why_not = CPU_UNSUPPORTED.get(prec) if t.device == "cpu" else None
         runs = fits and not why_not
@@ -287,11 +299,13 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
         secs, method = 0.0, "measured"
         if t.device == "cuda":
             step = step_seconds(m, par, mb, prec, world, p.global_batch, t.rates)
+            step *= RECOMPUTE_COST if recompute else 1
             steps = p.warmup * 3 + 2 * iters * 3 * p.reps
             power = p.reps * 3 * _windowed(p.power_window_s, step)
             secs, method = steps * step + power + SETUP_S["training"], "flops"
         note = "" if fits else f"not run: {need / memory.GIB:.0f} GiB > {t.gpu_memory_gib:g}"
         note = f"not run: {why_not}" if fits and why_not else note
+        note = "; ".join(x for x in ("recompute on" if recompute else "", note) if x)
         if par == "pipeline":
             stages = f"{world} stage(s), {nmb} micro-batch" + ("es" if nmb > 1 else "")
             note = "; ".join(x for x in (stages, note) if x)

@@ -28,6 +28,7 @@ FLAG = {
     "power_interval_s": "--power-interval-ms",
     "models": "--models",
     "parallelisms": "--parallelisms",
+    "recompute": "--recompute",
     "allow_power_cap": "--allow-power-cap",
 }
 

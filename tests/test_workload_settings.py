@@ -2,6 +2,7 @@
 (2 gloo processes, 2-stage 1F1B, fp32), activation recomputation in both workloads, and
 the records naming both choices."""
 
+import dataclasses
 import os
 from types import SimpleNamespace
 
@@ -9,6 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from artifact import memory
 from artifact.config import get_model, get_preset
 from artifact.errors import ArtifactError
 from artifact.workloads.models import Block, DecoderLM, lm_loss, synthetic_batch
@@ -175,3 +177,43 @@ def test_decoder_recompute_same_losses(model, monkeypatch):
         block_calls[recompute] = calls[0]
     assert block_calls[False] == 2 * cfg.layers and block_calls[True] == 2 * block_calls[False]
     assert losses[True] == pytest.approx(losses[False], rel=1e-6)
+
+
+def _ctx(preset: str, world: int, **options):
+    return SimpleNamespace(
+        preset=get_preset(preset),
+        world_size=world,
+        device=torch.device("cpu"),
+        provenance={},
+        options=options,
+    )
+
+
+def test_paper_preset_recomputes_exactly_where_80_gib_would_not_do():
+    """gpt3-13b FSDP on 4 GPUs at micro-batch 8: ~300 GiB a GPU without recomputation
+    (activations of 40 layers), ~66 GiB with it; gpt3-1.3b at micro-batch 8 fits as is."""
+    from artifact.experiments import fsdp, pipeline
+
+    cid, config, spec = fsdp.config_for(_ctx("paper", 4), "gpt3-13b", 8, "fp16")
+    assert spec.recompute and config["recompute"] is True and cid.endswith("_w4_rc")
+    assert "GiB a GPU > 80 GiB" in config["recompute_why"]
+    without = memory.estimate(dataclasses.replace(spec, recompute=False), 4) / memory.GIB
+    assert without > 80 >= memory.estimate(spec, 4) / memory.GIB
+    cid, config, spec = fsdp.config_for(_ctx("paper", 4), "gpt3-1.3b", 8, "fp16")
+    assert not spec.recompute and config["recompute_why"] == "" and cid.endswith("_w4")
+    # the quick preset has no rule: never on unless asked, and asking is recorded
+    _, config, spec = pipeline.config_for(_ctx("quick", 1), "gpt3-13b", 8, "fp16")
+    assert not spec.recompute
+    _, config, spec = pipeline.config_for(_ctx("quick", 1, recompute="on"), "gpt3-1.3b", 8, "fp16")
+    assert spec.recompute and config["recompute_why"] == "on by --recompute on"
+
+
+def test_a_bad_recompute_value_is_one_line_and_exit_2(cli):
+    res = cli("run", "fig4", "--recompute", "sometimes")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        "error: argument --recompute: invalid choice: 'sometimes' (choose from 'auto', 'on', "
+        "'off') (see python -m artifact run --help)"
+    ]
+    res = cli("run", "fig8", "--recompute", "on")
+    assert res.returncode == 2 and "fig8 does not take --recompute" in res.stderr

@@ -12,8 +12,11 @@ from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
 def config_for(
     ctx: RunContext, model: str, micro_batch: int, precision: str
 ) -> tuple[str, dict[str, Any], FsdpSpec]:
-    spec = FsdpSpec(training.model_of(ctx, model), micro_batch, precision)
+    spec, recompute_why = training.recompute_as_asked(
+        ctx, FsdpSpec(training.model_of(ctx, model), micro_batch, precision)
+    )
     config_id = f"{model}_fsdp_{precision}_mb{micro_batch}_w{ctx.world_size}"
+    config_id += "_rc" if spec.recompute else ""
     config = training.base_config(
         ctx,
         model,
@@ -23,6 +26,7 @@ def config_for(
         framework="deepspeed-zero3",
         attention="sdpa",  # artifact.workloads.models: torch's scaled_dot_product_attention
         recompute=spec.recompute,
+        recompute_why=recompute_why,
     )
     return config_id, config, spec
 

@@ -14,12 +14,15 @@ def config_for(
     ctx: RunContext, model: str, micro_batch: int, precision: str
 ) -> tuple[str, dict[str, Any], PipelineSpec]:
     microbatches = max(1, ctx.preset.global_batch // micro_batch)  # data-parallel size 1
-    spec = PipelineSpec(training.model_of(ctx, model), micro_batch, microbatches, precision)
+    spec, recompute_why = training.recompute_as_asked(
+        ctx, PipelineSpec(training.model_of(ctx, model), micro_batch, microbatches, precision)
+    )
     notes = [
         ONE_STAGE_NOTE if ctx.world_size == 1 else "",
         megatron_cpu_shim.NOTE if ctx.device.type == "cpu" else "",
     ]
     config_id = f"{model}_pipeline_{precision}_mb{micro_batch}_w{ctx.world_size}"
+    config_id += "_rc" if spec.recompute else ""
     config = training.base_config(
         ctx,
         model,
@@ -31,6 +34,7 @@ def config_for(
         framework="megatron-core-1f1b",
         attention=spec.attention,
         recompute=spec.recompute,
+        recompute_why=recompute_why,
         note="; ".join(n for n in notes if n),
     )
     return config_id, config, spec

@@ -49,6 +49,13 @@ def mode_order(rep: int) -> tuple[Mode, ...]:
     return MODES[k:] + MODES[:k]
 
 
+def recompute_as_asked(ctx: RunContext, spec):
+    """The spec with recomputation as `--recompute` asks (auto: the preset's memory rule,
+    artifact.memory.with_recompute), and why it is on ("" when off)."""
+    choice = ctx.options.get("recompute", "auto")
+    return memory.with_recompute(spec, ctx.world_size, choice, ctx.preset.recompute_above_gib)
+
+
 def model_of(ctx: RunContext, name: str) -> ModelConfig:
     """The named model at the preset's sequence length (quick shortens it; paper keeps 2048)."""
     model = get_model(name)
