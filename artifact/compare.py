@@ -191,7 +191,7 @@ def _verdict(
         "ci_high": hi,
         "verdict": verdict,
         "reason": as_sentence(reason),
-        "kind": "number" if item["section"] == "numbers" else "claim",
+        "item_type": "number" if item["section"] == "numbers" else "claim",
         "config_id": "",
     }
 

@@ -1,4 +1,4 @@
-"""The artifact's own validation checks, as verdict rows (kind "check") that compare
+"""The artifact's own validation checks, as verdict rows (item_type "check") that compare
 writes into verdicts.csv beside the paper's items (docs/design.md section 3):
 
 V1, per configuration: the sequential baseline's compute equals compute with no
@@ -134,7 +134,7 @@ def _check_row(figure: str, item: str, verdict: str, reason: str, **numbers) -> 
         "tolerance": "",
         "verdict": verdict,
         "reason": as_sentence(reason),
-        "kind": "check",
+        "item_type": "check",
         "config_id": "",
         **numbers,
     }

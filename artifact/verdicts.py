@@ -10,7 +10,7 @@ import pandas as pd
 from artifact.errors import ArtifactError
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not applicable", "not run")
-# the artifact's own validation checks (V1, V2; kind "check") hold or fail; they are
+# the artifact's own validation checks (V1, V2; item_type "check") hold or fail; they are
 # not claims of the paper and never count as reproduced
 CHECK_VERDICTS = ("holds", "fails", "inconclusive", "not run")
 KINDS = ("number", "claim", "check")
@@ -26,7 +26,7 @@ COLUMNS = [
     "reason",
     "n",
     "ci_method",
-    "kind",  # number / claim (expected/*.yaml) or check (V1, V2: artifact.validation)
+    "item_type",  # number / claim (expected/*.yaml) or check (V1, V2: artifact.validation)
     "config_id",  # a check's configuration (empty: the item spans configurations)
 ]
 
@@ -41,7 +41,7 @@ def as_sentence(text: str) -> str:
 
 def tally(verdicts: pd.DataFrame) -> str:
     """One line of counts: the paper's items, then the artifact's checks (compare and the report)."""
-    is_check = verdicts.get("kind", pd.Series("", index=verdicts.index)) == "check"
+    is_check = verdicts.get("item_type", pd.Series("", index=verdicts.index)) == "check"
     paper = verdicts.loc[~is_check, "verdict"].value_counts()
     line = "paper: " + ", ".join(f"{v} {paper.get(v, 0)}" for v in VERDICTS)
     if is_check.any():
@@ -70,7 +70,7 @@ def load_verdicts(out: Path) -> pd.DataFrame:
         raise ArtifactError(
             f"'{path}' is not a verdict table: missing columns {', '.join(missing)}"
         )
-    for column in ("kind", "config_id"):  # added later: older folders lack them
+    for column in ("item_type", "config_id"):  # added later: older folders lack them
         if column not in verdicts.columns:
             verdicts[column] = ""
     return verdicts

@@ -99,7 +99,7 @@ def test_v2_checks_become_verdict_rows():
         expected = [{True: "holds", False: "fails", None: "inconclusive"}[c.passed] for c in checks]
         assert [r["verdict"] for r in rows] == expected
         assert rows[0]["verdict"] == first  # sequential E2E vs delay: slope 1 or 0.5
-        assert {r["kind"] for r in rows} == {"check"} and rows[0]["n"] == 5
+        assert {r["item_type"] for r in rows} == {"check"} and rows[0]["n"] == 5
 
 
 @pytest.mark.parametrize(

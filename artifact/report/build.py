@@ -131,7 +131,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
                 r.verdict,
                 r.reason,
             ]
-            for r in verdicts[verdicts["kind"] != "check"].itertuples()
+            for r in verdicts[verdicts["item_type"] != "check"].itertuples()
         ],
     )
 
@@ -212,7 +212,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
         made += _contention_section(doc, summary, configs, fig_dir)
 
     doc.h(1, "Validations the paper lacks")
-    checks = verdicts[verdicts["kind"] == "check"]
+    checks = verdicts[verdicts["item_type"] == "check"]
     v1 = checks.set_index(["figure", "config_id"])["verdict"].to_dict()
     doc.h(2, "V1: the sequential baseline vs compute with no communication")
     doc.p(
@@ -451,7 +451,7 @@ def _v2_section(doc: Doc, summary: pd.DataFrame, configs: dict, verdicts: pd.Dat
         [
             [r.item, r.verdict, r.reason]
             for r in verdicts[
-                (verdicts["kind"] == "check") & (verdicts["figure"] == "v2")
+                (verdicts["item_type"] == "check") & (verdicts["figure"] == "v2")
             ].itertuples()
         ],
     )
