@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from artifact import noise
 from artifact.aggregate import gpus_in, load_summary
 from artifact.env import REPO_ROOT
 from artifact.errors import ArtifactError
@@ -419,6 +420,9 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
                 f"Too few repetitions to judge (n = {n}; a verdict needs {MIN_REPETITIONS}): "
                 + v["reason"]
             )
+        # noise floor (artifact/noise.py): overlap slows compute only where every
+        # slowdown clears its A/A floor; otherwise the claim is inconclusive
+        v = noise.gate(v, item, rows, summary)
         if rows["parallelism"].astype(str).str.startswith("proxy").any():
             v["reason"] += " (rows include one-GPU proxies)"
         rows_out.append(v)
