@@ -84,6 +84,12 @@ MODE_DERIVED = [
     # Eq. 1 against that other baseline: where V1 fails (a power-limited GPU runs
     # back-to-back compute slower than compute between communication gaps), the two differ.
     relative_change("slowdown_vs_nocomm", ("overlap", "compute_ms"), ("nocomm", "compute_ms")),
+    # The A/A check: Eq. 1 between two identical sequential passes of one repetition
+    # (modes.SEQUENTIAL_REPEAT). What Eq. 1 reads with no contention at all: a slowdown
+    # means something only where its CI clears this (artifact/noise.py).
+    relative_change(
+        "noise_floor", ("sequential_repeat", "compute_ms"), ("sequential", "compute_ms")
+    ),
 ]
 
 

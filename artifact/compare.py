@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from artifact import validation
+from artifact import noise, validation
 from artifact.aggregate import gpus_in, load_summary
 from artifact.env import REPO_ROOT
 from artifact.errors import ArtifactError
@@ -380,8 +380,9 @@ def _rows_with_communication(item, rows: pd.DataFrame, run: Run) -> pd.DataFrame
     return None if rows.empty and keys and not keys & ran else rows
 
 
-def _with_evidence(v: dict, rows: pd.DataFrame) -> dict:
-    """n and the CI method of the rows judged; too few repetitions make it inconclusive."""
+def _with_evidence(v: dict, item, rows: pd.DataFrame, summary: pd.DataFrame) -> dict:
+    """n and the CI method of the rows judged; too few repetitions, or slowdowns within
+    their A/A noise floor (artifact/noise.py), make it inconclusive."""
     n = int(rows["n"].min())
     v["n"] = n
     if "ci_method" in rows:
@@ -392,6 +393,7 @@ def _with_evidence(v: dict, rows: pd.DataFrame) -> dict:
             f"Too few repetitions to judge (n = {n}; a verdict needs {MIN_REPETITIONS}): "
             + v["reason"]
         )
+    v = noise.gate(v, item, rows, summary)
     if rows["parallelism"].astype(str).str.startswith("proxy").any():
         v["reason"] += " (rows include one-GPU proxies)"
     return v
@@ -425,7 +427,7 @@ def judge_item(item, run: Run) -> dict:
         if is_number
         else judge_claim(item, rows, run.summary, run.configs)
     )
-    return _with_evidence(v, rows)
+    return _with_evidence(v, item, rows, run.summary)
 
 
 def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:

@@ -8,6 +8,11 @@
 - nocomm:     collectives become no-ops on buffers of the same shape; numerics are
               meaningless, the mode exists to validate the sequential baseline (V1).
 
+A phase is a mode measured under a name: `sequential_repeat` is SEQUENTIAL measured a
+second time in the same repetition (the A/A check behind the noise floor,
+docs/measurement.md "Noise floor"), so it is a phase name, not a fourth way to issue a
+collective.
+
 Workloads route every collective through `issue`, so a mode is one switch, not a
 copy of the workload.
 """
@@ -27,6 +32,31 @@ class Mode(StrEnum):
     OVERLAP = "overlap"
     SEQUENTIAL = "sequential"
     NOCOMM = "nocomm"
+
+
+# The A/A check: the sequential mode measured again in the same repetition. Eq. 1 between
+# the two sequential passes is the noise floor (aggregate.MODE_DERIVED "noise_floor").
+SEQUENTIAL_REPEAT = "sequential_repeat"
+PHASE_MODES = {SEQUENTIAL_REPEAT: Mode.SEQUENTIAL}
+
+
+def mode_of(phase: str) -> Mode:
+    """The mode a phase runs in: its own name, or the mode it repeats."""
+    return PHASE_MODES.get(phase) or Mode(phase)
+
+
+def with_repeat(phases: tuple[str, ...]) -> tuple[str, ...]:
+    """`phases` with the A/A repeat right after `sequential`: the repeat sits beside the
+    pass it repeats as `overlap` sits beside it, and every other phase keeps the mode
+    of the phase before it (an H200 ran matmuls ~10 % slower right after a busy phase)."""
+    i = phases.index(Mode.SEQUENTIAL.value) + 1
+    return (*phases[:i], SEQUENTIAL_REPEAT, *phases[i:])
+
+
+def rotated(phases: tuple[str, ...], rep: int) -> tuple[str, ...]:
+    """`phases` rotated by `rep`, so no phase always runs first."""
+    k = rep % len(phases)
+    return phases[k:] + phases[:k]
 
 
 class _Done:

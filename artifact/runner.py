@@ -29,6 +29,7 @@ from artifact import procs
 from artifact.config import Preset
 from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize, timed
+from artifact.modes import SEQUENTIAL_REPEAT
 from artifact.store import RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -315,7 +316,8 @@ def measure_repetition(
     iters: int | None = None,
 ) -> dict[str, dict[str, float]]:
     """One repetition: every phase timed, profiled and (with telemetry) held under the
-    power sampler, in the given order; rank 0 then writes one record a phase.
+    power sampler, in the given order; rank 0 then writes one record a phase. The A/A
+    repeat (modes.SEQUENTIAL_REPEAT) is timed and profiled only, its trace not kept.
 
     `per_rank_extra(phase)` adds this rank's own lists (a loss) before ranks are reduced;
     `finish(phase, metrics)` adds what follows from the reduced metrics (MFU, bandwidth).
@@ -326,17 +328,19 @@ def measure_repetition(
     results = {}
     for phase in phases:
         step = step_of(phase)
+        # the A/A repeat is a timing check: no trace kept, no power window (its cost)
+        check = phase == SEQUENTIAL_REPEAT
         per_rank = measure_phase(
             ctx,
             step,
             trace_name=f"{config_id}-{phase}",
-            keep_trace=rep == 0,
+            keep_trace=rep == 0 and not check,
             comm=comm,
             iters=iters,
         )
         if per_rank_extra is not None:
             per_rank |= per_rank_extra(phase)
-        per_rank |= measure_power(ctx, step, power_window_s)
+        per_rank |= measure_power(ctx, step, 0.0 if check else power_window_s)
         m, per_rank_means = reduce_ranks(per_rank)
         if ctx.is_writer and finish is not None:
             m = finish(phase, m)

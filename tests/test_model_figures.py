@@ -85,7 +85,13 @@ def test_summary_rows(fig4_run):
         assert rows.loc[(mode, "e2e_ms"), "mean"] > 0
     assert rows.loc[("nocomm", "communication_ms"), "mean"] == 0
     assert rows.loc[("sequential", "overlap_fraction"), "mean"] < 0.01
-    for metric in ("slowdown", "e2e_ideal_ms", "sequential_penalty", "v1_baseline_gap"):
+    for metric in (
+        "slowdown",
+        "e2e_ideal_ms",
+        "sequential_penalty",
+        "v1_baseline_gap",
+        "noise_floor",
+    ):
         assert rows.loc[("derived", metric), "kind"] == "derived"
     assert "functional check" in rows["note"].iloc[0]
 

@@ -3,7 +3,8 @@
 Reported per configuration: matmul kernel slowdown under overlap (Eq. 1), communication
 slowdown, all-reduce algbw and busbw (nccl-tests: busbw = algbw * 2(n-1)/n), E2E for
 overlap and sequential, the derived ideal (Eq. 4) and ConCCL's max-ideal, the sequential
-penalty, and V1 (sequential compute vs compute alone).
+penalty, V1 (sequential compute vs compute alone), and Eq. 1's noise floor (the A/A
+repeat of the sequential phase; fig6, which reports power only, runs no repeat).
 
 With one GPU the all-reduce moves no data, so the experiment also runs two labelled
 proxies (artifact.workloads.microbench): NCCL's one-rank reduction kernel (an AVG
@@ -20,6 +21,7 @@ from typing import Any
 
 from artifact import metrics as eq
 from artifact.config import Preset
+from artifact.modes import SEQUENTIAL_REPEAT, rotated, with_repeat
 from artifact.precision import dtype_of
 from artifact.runner import (
     BASE_UNITS,
@@ -30,7 +32,7 @@ from artifact.runner import (
     rep_done,
     stop_requested,
 )
-from artifact.workloads.microbench import PHASES, Microbench, MicrobenchSpec, phase_order
+from artifact.workloads.microbench import PHASES, Microbench, MicrobenchSpec
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,8 @@ ONE_GPU_NOTES = {
     "onerank-avg": "proxy: NCCL's one-rank AVG all-reduce kernel (reads and writes the buffer on SMs) stands in for the all-reduce (one GPU)",
     "copy": "proxy: a device-to-device copy of the same size (copy engine) stands in for the all-reduce (one GPU)",
 }
+# the A/A repeat runs the microbenchmark's own sequential phase again
+BENCH_PHASE = {SEQUENTIAL_REPEAT: "sequential"}
 PARALLELISM = {"allreduce": "allreduce", "onerank-avg": "proxy-nccl-onerank", "copy": "proxy-copy"}
 
 UNITS = {
@@ -113,7 +117,11 @@ def _phase_metrics(
 
 def run(ctx: RunContext) -> None:
     gpu = ctx.provenance.get("gpu_model")
-    run_configs(ctx, configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options))
+    run_configs(
+        ctx,
+        configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options),
+        noise_floor=True,
+    )
 
 
 def run_configs(
@@ -124,16 +132,19 @@ def run_configs(
     max_repeats: int = 4096,
     power_window_of: Callable[[dict[str, Any]], float] | None = None,
     iters: int | None = None,
+    noise_floor: bool = False,
 ) -> None:
     """Measure every phase of every configuration, skipping repetitions already on disk.
 
     `repeats` fixes the collective's count (default: calibrated to span the compute, at
     most `max_repeats`); `power_window_of(config)` gives a configuration's power window in
     seconds (default: the preset's); `iters` the measured iterations a pass (default: the
-    preset's).
+    preset's); `noise_floor` adds the A/A repeat of the sequential phase, for figures that
+    report Eq. 1.
     """
+    phases = with_repeat(PHASES) if noise_floor else PHASES
     for config_id, config, spec in todo_configs:
-        todo = [rep for rep in range(ctx.reps) if not rep_done(ctx, config_id, PHASES, rep)]
+        todo = [rep for rep in range(ctx.reps) if not rep_done(ctx, config_id, phases, rep)]
         if not todo:
             log.info("%s: all %d repetitions on disk, skipped", config_id, ctx.reps)
             continue
@@ -156,8 +167,10 @@ def run_configs(
                 config_id=config_id,
                 config=config,
                 rep=rep,
-                phases=phase_order(rep),
-                step_of=lambda phase, bench=bench: functools.partial(bench.run_phase, phase),
+                phases=rotated(phases, rep),
+                step_of=lambda phase, bench=bench: functools.partial(
+                    bench.run_phase, BENCH_PHASE.get(phase, phase)
+                ),
                 units=UNITS,
                 comm=comm_role,
                 finish=lambda phase, m, spec=spec, count=count: _phase_metrics(

@@ -83,7 +83,7 @@ def run(ctx: RunContext) -> None:
             )
         )
         with guard:
-            fig8.run_configs(ctx, todo)
+            fig8.run_configs(ctx, todo, noise_floor=True)
     _status(
         ctx,
         "ran",

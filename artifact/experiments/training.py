@@ -1,10 +1,11 @@
 """The training-step measurement shared by the model figures (4, 5, 10, 11).
 
 A configuration (model, parallelism, batch, precision) builds one trainer (a DeepSpeed
-ZeRO-3 engine, or a Megatron-core pipeline); every repetition runs the three modes in a
-rotating order on it, each timed, profiled and, with telemetry, held under the power
-sampler. A trainer provides step(mode) -> loss, params, model_flops_per_step(world) and
-close() (frees its memory before the next configuration is built).
+ZeRO-3 engine, or a Megatron-core pipeline); every repetition runs the three modes and
+the A/A repeat of `sequential` (the noise floor) in a rotating order on it, each timed,
+profiled and, with telemetry, held under the power sampler (the repeat is not). A
+trainer provides step(mode) -> loss, params, model_flops_per_step(world) and close()
+(frees its memory before the next configuration is built).
 
 Before a configuration is built, the device is asked whether it can run it
 (artifact.capability: the precision, and the estimated memory against the free
@@ -25,7 +26,7 @@ import torch
 from artifact import capability, memory
 from artifact.config import ModelConfig, get_model
 from artifact.measure.peak import peak_matmul_tflops
-from artifact.modes import Mode
+from artifact.modes import Mode, mode_of, rotated, with_repeat
 from artifact.runner import (
     BASE_UNITS,
     POWER_UNITS,
@@ -40,13 +41,14 @@ from artifact.runner import (
 log = logging.getLogger(__name__)
 
 MODES = (Mode.OVERLAP, Mode.SEQUENTIAL, Mode.NOCOMM)
+# what a repetition measures: the modes and the A/A repeat of sequential (noise floor)
+PHASES = with_repeat(tuple(m.value for m in MODES))
 CPU_NOTE = "CPU (gloo): a functional check, not a measurement of GPU contention"
 UNITS = {**BASE_UNITS, **POWER_UNITS, "mfu": "ratio", "loss": "nats", "tflops_per_gpu": "TFLOP/s"}
 
 
-def mode_order(rep: int) -> tuple[Mode, ...]:
-    k = rep % len(MODES)
-    return MODES[k:] + MODES[:k]
+def phase_order(rep: int) -> tuple[str, ...]:
+    return rotated(PHASES, rep)
 
 
 def recompute_as_asked(ctx: RunContext, spec):
@@ -117,9 +119,8 @@ def run_configs(
 ) -> None:
     """Measure every mode of every configuration, skipping repetitions already on disk
     and configurations the device cannot run (recorded with their reason)."""
-    names = tuple(m.value for m in MODES)
     for config_id, config, spec in configs:
-        todo = [r for r in range(ctx.reps) if not rep_done(ctx, config_id, names, r)]
+        todo = [r for r in range(ctx.reps) if not rep_done(ctx, config_id, PHASES, r)]
         if not todo:
             log.info("%s: all %d repetitions on disk, skipped", config_id, ctx.reps)
             continue
@@ -170,10 +171,10 @@ def _measure(
             for _ in range(ctx.warmup):
                 ctx.progress(f"{config_id}: warm-up ({mode.value})")
                 trainer.step(mode)
-        losses: dict[str, list] = {m.value: [] for m in MODES}  # this repetition's, by mode
+        losses: dict[str, list] = {p: [] for p in PHASES}  # this repetition's, by phase
 
         def step_of(phase):
-            return lambda: losses[phase].append(trainer.step(Mode(phase)))
+            return lambda: losses[phase].append(trainer.step(mode_of(phase)))
 
         def loss_of(phase):
             # only ranks that compute the loss have one (a pipeline's last stage)
@@ -193,7 +194,7 @@ def _measure(
                 config_id=config_id,
                 config=config,
                 rep=rep,
-                phases=tuple(m.value for m in mode_order(rep)),
+                phases=phase_order(rep),
                 step_of=step_of,
                 units=UNITS,
                 per_rank_extra=loss_of,
