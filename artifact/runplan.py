@@ -21,16 +21,17 @@ from artifact.store import atomic_write_text, strict_json
 PLAN = "plan.json"
 _MICROBENCH = frozenset({"precision", "matmul_size", "comm_bytes", "power_interval_s"})
 _TRAINING = frozenset({"models", "power_interval_s"})
+_FSDP = _TRAINING | {"fsdp_impl"}  # the figures with FSDP rows
 # The options each experiment honours (the CLI's names: --comm-mib is comm_bytes).
 ACCEPTED_OPTIONS: dict[str, frozenset[str]] = {
-    "fig4": _TRAINING | {"parallelisms"},
-    "fig5": _TRAINING | {"parallelisms"},
+    "fig4": _FSDP | {"parallelisms"},
+    "fig5": _FSDP | {"parallelisms"},
     "fig6": _MICROBENCH,
     "fig7": _MICROBENCH,
     "fig8": _MICROBENCH,
     "fig9": _MICROBENCH | {"allow_power_cap"},
-    "fig10": _TRAINING,
-    "fig11": _TRAINING,
+    "fig10": _FSDP,
+    "fig11": _FSDP,
     "contention": frozenset({"precision", "comm_bytes", "power_interval_s"}),
     "v2": _MICROBENCH,
 }
@@ -42,6 +43,7 @@ FLAG = {
     "models": "--models",
     "parallelisms": "--parallelisms",
     "allow_power_cap": "--allow-power-cap",
+    "fsdp_impl": "--fsdp-impl",
 }
 
 
