@@ -31,6 +31,7 @@ from artifact.config import (
 from artifact.errors import ArtifactError, bad_choice
 from artifact.figures import REGISTRY, spec_of
 from artifact.memory import RECOMPUTE_CHOICES
+from artifact.workloads import FSDP_IMPLS
 
 console = Console()
 err_console = Console(stderr=True)
@@ -86,7 +87,11 @@ def run_options(args: argparse.Namespace) -> dict:
     for p in parallelisms or []:
         if p not in PARALLELISMS:
             raise bad_choice("parallelism", p, PARALLELISMS)
+    if args.fsdp_impl is not None and args.fsdp_impl not in FSDP_IMPLS:
+        raise bad_choice("FSDP implementation", args.fsdp_impl, FSDP_IMPLS)
     options = {
+        # the default (deepspeed) is left out, so plans and folders from before the flag resume
+        "fsdp_impl": args.fsdp_impl if args.fsdp_impl != "deepspeed" else None,
         "matmul_size": args.matmul_size,
         "precision": args.precision,
         "comm_bytes": args.comm_mib << 20 if args.comm_mib else None,
@@ -233,7 +238,7 @@ def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -
         console.print(f"removed {removed} half-written file(s) a killed run left in {out}")
     for stale in procs.clear_stale_build_locks():
         console.print(f"removed a build lock a killed run left behind: {stale}")
-    uses_deepspeed = figure in ("fig4", "fig10", "fig11")
+    uses_deepspeed = figure in ("fig4", "fig10", "fig11") and "fsdp_impl" not in options
     if device == "cpu" and uses_deepspeed and not procs.built("deepspeed_shm_comm"):
         console.print(
             "first use: DeepSpeed builds its CPU communication op now (about 40 s on 2 cores; "
@@ -421,6 +426,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=RECOMPUTE_CHOICES,
         help="activation recomputation (training figures): auto (default) turns it on where "
         "the preset's memory rule says a configuration would not fit without it",
+    )
+    run.add_argument(
+        "--fsdp-impl",
+        help="fig4, fig5, fig10, fig11: FSDP rows through deepspeed (ZeRO-3, the paper's; default) or fsdp2 (torch)",
     )
     run.add_argument(
         "--power-interval-ms", type=int, help="power sampling interval (default 20 ms)"

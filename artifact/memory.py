@@ -6,7 +6,9 @@ measurement: every record also carries the measured peak (`peak_memory_gib`).
 
 Model states: ZeRO-3 shards parameters, gradients and Adam states over the ranks;
 16 bytes a parameter in every precision (half: 2 parameter + 2 gradient + 4 FP32 master
-+ 8 Adam; FP32: 4 + 4 + 8). A pipeline stage keeps its own layers whole; torch's AdamW
++ 8 Adam; FP32: 4 + 4 + 8). FSDP2 (artifact.workloads.fsdp2) shards the same 16 bytes
+(4 FP32 parameter + 4 FP32 gradient + 8 Adam; its half-precision copies exist only while
+a unit is gathered, as ZeRO-3's live parameters), so one estimate serves both. A pipeline stage keeps its own layers whole; torch's AdamW
 on Megatron's Float16Module keeps states in the parameters' dtype (half: 2 + 2 + 4 = 8
 bytes; FP32: 16).
 
@@ -55,7 +57,7 @@ def logits_bytes(m: ModelConfig, micro_batch: int, precision: str) -> float:
 def fsdp_bytes(
     m: ModelConfig, micro_batch: int, precision: str, world_size: int, recompute: bool = False
 ) -> float:
-    """One rank of DeepSpeed ZeRO-3 over `world_size` ranks (torch SDPA attention)."""
+    """One rank of DeepSpeed ZeRO-3 or FSDP2 over `world_size` ranks (torch SDPA attention)."""
     states = 16 * total_params(m) / world_size
     layer = layer_activation_bytes(m, micro_batch, precision, materialised_attention=False)
     # with recomputation only each layer's input stays, plus one layer's full activations

@@ -99,8 +99,11 @@ def issue(mode: Mode, launch: Callable[[], object], device: torch.device):
 # by `collectives_in` at call time; outside such a block they pass everything through.
 
 _state: dict = {"mode": None, "device": None}
-_GATHERS = ("all_gather_into_tensor", "_all_gather_base")
-_SCATTERS = ("reduce_scatter_tensor", "_reduce_scatter_base")
+# torch 2.13 names the single-tensor collectives all_gather_single / reduce_scatter_single
+# (the older names are deprecated aliases); FSDP2 calls the new names through
+# `torch.distributed`, DeepSpeed the old ones, so both are wrapped.
+_GATHERS = ("all_gather_into_tensor", "_all_gather_base", "all_gather_single")
+_SCATTERS = ("reduce_scatter_tensor", "_reduce_scatter_base", "reduce_scatter_single")
 _IN_PLACE = ("all_reduce", "broadcast", "reduce")
 _LISTS = ("all_gather", "reduce_scatter")
 

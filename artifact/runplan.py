@@ -29,6 +29,7 @@ FLAG = {
     "models": "--models",
     "parallelisms": "--parallelisms",
     "recompute": "--recompute",
+    "fsdp_impl": "--fsdp-impl",
     "allow_power_cap": "--allow-power-cap",
 }
 

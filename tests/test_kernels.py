@@ -85,6 +85,78 @@ def test_classification():
     assert kernels.classify_gpu("sm90_xmma_gemm_bf16bf16_bf16f32", "kernel") == "compute"
 
 
+# Kernel names as torch 2.13 / NCCL 2.28 name them in a CUDA trace of FSDP2 (bf16 compute,
+# FP32 sharded parameters)
+_TL = "at::native::(anonymous namespace)::"
+FSDP2_KERNELS = {
+    "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)": "communication",
+    "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)": (
+        "communication"
+    ),
+    # copy-in: the FP32 shards cast into the bf16 all-gather input (foreach copy, casting)
+    f"void {_TL}multi_tensor_apply_kernel<{_TL}TensorListMetadata<2>, "
+    f"{_TL}CopyFunctor<c10::BFloat16, float, 2, 1, 1>, {_TL}Copy<c10::BFloat16, float> >"
+    f"({_TL}TensorListMetadata<2>, {_TL}CopyFunctor<c10::BFloat16, float, 2, 1, 1>, "
+    f"{_TL}Copy<c10::BFloat16, float>)": "memory",
+    # copy-in into the all-gather buffer (foreach copy, same dtype)
+    f"void {_TL}multi_tensor_apply_kernel<{_TL}TensorListMetadata<2>, "
+    f"{_TL}UnaryOpFunctor<c10::BFloat16, 2, 1, 1>, {_TL}Copy<float, float> >"
+    f"({_TL}TensorListMetadata<2>, {_TL}UnaryOpFunctor<c10::BFloat16, 2, 1, 1>, "
+    f"{_TL}Copy<float, float>)": "memory",
+    # copy-out of the gathered buffer into the parameters
+    "at::native::detail::split_with_sizes_copy_out_contiguous_no_cast_kernel(char **, char **, "
+    "long *, long *, long *, long, long, long)": "memory",
+    # gradients packed into the reduce-scatter input
+    "void at::native::detail::chunk_cat_cuda_kernel<float, c10::BFloat16>(T2 **, T1 *, long *, "
+    "long *, long *, long *, long *, long *, long, long)": "memory",
+    # the same foreach machinery with another op stays compute (AdamW's sqrt and add)
+    f"void {_TL}multi_tensor_apply_kernel<{_TL}TensorListMetadata<2>, "
+    f"{_TL}UnaryOpFunctor<float, 2, 1, 1>, {_TL}Sqrt<float> >({_TL}TensorListMetadata<2>, "
+    f"{_TL}UnaryOpFunctor<float, 2, 1, 1>, {_TL}Sqrt<float>)": "compute",
+    f"void {_TL}multi_tensor_apply_kernel<{_TL}TensorListMetadata<2>, "
+    f"{_TL}BinaryOpListAlphaFunctor<float, 2, 2, 0>, std::plus<float> >"
+    f"({_TL}TensorListMetadata<2>, {_TL}BinaryOpListAlphaFunctor<float, 2, 2, 0>, "
+    "std::plus<float>, double)": "compute",
+    # the model's own copies and concatenations stay compute
+    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda("
+    "at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() "
+    "const::{lambda(c10::BFloat16)#1}, std::array<char*, 2ul>, 4, TrivialOffsetCalculator<1, "
+    "unsigned int>, TrivialOffsetCalculator<1, unsigned int>, "
+    "at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1> >": "compute",
+    f"void {_TL}CatArrayBatchedCopy<{_TL}OpaqueType<2u>, unsigned int, 4, 128, 1>("
+    f"{_TL}OpaqueType<2u>*, {_TL}CatArrInputTensorMetadata<{_TL}OpaqueType<2u>, unsigned int, "
+    "128, 1>, at::native::TensorSizeStride<unsigned int, 4u>, int, unsigned int)": "compute",
+}
+
+
+@pytest.mark.parametrize("name", FSDP2_KERNELS)
+def test_fsdp2_kernels(name):
+    assert kernels.classify_gpu(name, "kernel") == FSDP2_KERNELS[name]
+
+
+def test_fsdp2_copies_are_memory_not_compute_in_a_trace():
+    """One FSDP2 layer: copy-in, all-gather beside the previous layer's GEMM, copy-out."""
+    names = list(FSDP2_KERNELS)
+    cast_in, copy_out = names[2], names[4]
+    trace = {
+        "traceEvents": [
+            _iter(0, 0, 50),
+            *(_launch(t, c) for t, c in ((1, 1), (2, 2), (3, 3), (4, 4))),
+            _kernel(cast_in, 100, 4, stream=20, corr=1),
+            _kernel(names[0], 104, 30, stream=21, corr=2),
+            _kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 110, 40, stream=7, corr=3),
+            _kernel(copy_out, 150, 6, stream=7, corr=4),
+        ]
+    }
+    df = kernels.kernel_table(trace)
+    assert list(df["category"]) == ["memory", "communication", "compute", "memory"]
+    per = kernels.per_iteration(df, 1)
+    assert per["compute_us"].tolist() == [40.0]  # the GEMM alone, not FSDP2's copies
+    assert per["memory_us"].tolist() == [10.0]
+    # all-gather [104,134) beside the GEMM [110,150): 24 of 30 us
+    assert per["overlap_fraction"].iloc[0] == pytest.approx(24 / 30)
+
+
 def test_gpu_table_iterations_and_overlap_by_hand():
     df = kernels.kernel_table(gpu_trace())
     assert list(df["category"]) == ["compute", "communication", "compute", "memory", "compute"]

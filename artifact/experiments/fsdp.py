@@ -1,4 +1,5 @@
-"""FSDP rows (DeepSpeed ZeRO-3) of Figs. 4, 5, 10 and 11."""
+"""FSDP rows of Figs. 4, 5, 10 and 11: DeepSpeed ZeRO-3 (the paper's, the default) or
+torch's FSDP2 (`run --fsdp-impl fsdp2`), over the same models, steps and modes."""
 
 from __future__ import annotations
 
@@ -8,14 +9,20 @@ from artifact.experiments import training
 from artifact.runner import RunContext
 from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
 
+FRAMEWORK = {"deepspeed": "deepspeed-zero3", "fsdp2": "torch-fsdp2"}
+
 
 def config_for(
     ctx: RunContext, model: str, micro_batch: int, precision: str
 ) -> tuple[str, dict[str, Any], FsdpSpec]:
+    impl = ctx.options.get("fsdp_impl", "deepspeed")
     spec, recompute_why = training.recompute_as_asked(
-        ctx, FsdpSpec(training.model_of(ctx, model), micro_batch, precision)
+        ctx, FsdpSpec(training.model_of(ctx, model), micro_batch, precision, impl=impl)
     )
-    config_id = f"{model}_fsdp_{precision}_mb{micro_batch}_w{ctx.world_size}"
+    # DeepSpeed's ids are the output contract and stay as they were; FSDP2's name the
+    # implementation, so records of both can share a folder (and configs.json) untouched
+    tag = "fsdp" if impl == "deepspeed" else "fsdp2"
+    config_id = f"{model}_{tag}_{precision}_mb{micro_batch}_w{ctx.world_size}"
     config_id += "_rc" if spec.recompute else ""
     config = training.base_config(
         ctx,
@@ -23,7 +30,8 @@ def config_for(
         "fsdp",
         precision,
         micro_batch=micro_batch,
-        framework="deepspeed-zero3",
+        framework=FRAMEWORK[impl],
+        fsdp_impl=impl,
         attention="sdpa",  # artifact.workloads.models: torch's scaled_dot_product_attention
         recompute=spec.recompute,
         recompute_why=recompute_why,
@@ -31,5 +39,13 @@ def config_for(
     return config_id, config, spec
 
 
+def make_trainer(spec: FsdpSpec, ctx: RunContext):
+    if spec.impl == "fsdp2":
+        from artifact.workloads.fsdp2 import Fsdp2Trainer
+
+        return Fsdp2Trainer(spec, ctx.device, ctx.rank)
+    return FsdpTrainer(spec, ctx.device, ctx.rank)
+
+
 def run(ctx: RunContext, configs: list[tuple[str, dict[str, Any], FsdpSpec]]) -> None:
-    training.run_configs(ctx, configs, lambda spec: FsdpTrainer(spec, ctx.device, ctx.rank))
+    training.run_configs(ctx, configs, lambda spec: make_trainer(spec, ctx))

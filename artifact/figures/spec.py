@@ -38,7 +38,7 @@ class Panel:
 
 
 # the run options (artifact.runplan.FLAG's keys) of the two kinds of experiment
-TRAINING_OPTIONS = frozenset({"models", "power_interval_s", "recompute"})
+TRAINING_OPTIONS = frozenset({"models", "power_interval_s", "recompute", "fsdp_impl"})
 MICROBENCH_OPTIONS = frozenset({"precision", "matmul_size", "comm_bytes", "power_interval_s"})
 
 

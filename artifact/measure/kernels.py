@@ -2,7 +2,8 @@
 
 A kernel is *communication* if its name matches the NCCL/RCCL kernel patterns (RCCL's
 kernels are also named ncclDevKernel_*) or, on CPU traces, a gloo collective; *memory*
-if it is a memcpy/memset; else *compute* (docs/design.md section 3).
+if it is a memcpy/memset or one of FSDP2's copy-in/copy-out kernels; else *compute*
+(docs/design.md section 3).
 
 CPU traces have no kernels, so the same code path is exercised on the host ops: compute
 is the leaf GEMM ops (aten::mm/addmm/bmm/baddbmm: their callers aten::matmul/linear
@@ -34,6 +35,15 @@ DELAY_MARK = "artifact.delay"  # the host range around a CPU delay (artifact.wor
 # a one-GPU all-reduce with op AVG runs (a mangled name from NCCL's onerank.cu).
 COMM_KERNEL = re.compile(r"^(nccl|rccl)|oneRankReduce", re.IGNORECASE)
 MEMORY_KERNEL = re.compile(r"^(memcpy|memset)", re.IGNORECASE)
+# FSDP2's copies around its collectives on CUDA (torch 2.13, _fsdp_collectives.py): the
+# foreach copy that packs the shards into the all-gather buffer (UnaryOpFunctor with a
+# Copy op; CopyFunctor where it also casts to the compute dtype), split_with_sizes_copy's
+# kernel that unpacks the gathered buffer into the parameters, and chunk_cat's that packs
+# the gradients into the reduce-scatter buffer. They only feed and drain collectives, so
+# they count as memory, not as the model's compute (no other workload here launches them).
+FSDP2_COPY_KERNEL = re.compile(
+    r"chunk_cat_cuda_kernel|split_with_sizes_copy_out|multi_tensor_apply_kernel<.*\bCopy<"
+)
 DELAY_KERNEL = re.compile(r"spin_kernel")  # torch.cuda._sleep's kernel (at::cuda::...::spin_kernel)
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}  # ROCm traces use the same names
@@ -65,6 +75,8 @@ def load_trace(path: Path | str) -> dict[str, Any]:
 
 def classify_gpu(name: str, trace_cat: str) -> str:
     if trace_cat in ("gpu_memcpy", "gpu_memset") or MEMORY_KERNEL.match(name):
+        return "memory"
+    if FSDP2_COPY_KERNEL.search(name):
         return "memory"
     if COMM_KERNEL.search(name):
         return "communication"

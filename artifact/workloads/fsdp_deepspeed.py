@@ -18,11 +18,16 @@ from dataclasses import dataclass
 import torch
 
 from artifact.config import ModelConfig
+from artifact.errors import bad_choice
 from artifact.modes import Mode, collectives_in, install_collective_modes
 from artifact.precision import matmul_precision
+from artifact.workloads import FSDP_IMPLS
 from artifact.workloads.models import DecoderLM, lm_loss, synthetic_batch
 
 log = logging.getLogger(__name__)
+
+CLIP_NORM = 1.0  # gradient clipping, both implementations
+INITIAL_SCALE_POWER = 12  # fp16: the dynamic loss scale starts at 2**12, both implementations
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,11 @@ class FsdpSpec:
     micro_batch: int
     precision: str
     recompute: bool = False  # activation recomputation: every block checkpointed
+    impl: str = "deepspeed"  # "deepspeed" (ZeRO-3, the paper's) or "fsdp2" (torch's fully_shard)
+
+    def __post_init__(self):
+        if self.impl not in FSDP_IMPLS:
+            raise bad_choice("FSDP implementation", self.impl, FSDP_IMPLS)
 
     def tokens_per_step(self, world_size: int) -> int:
         return self.micro_batch * self.model.seq_len * world_size
@@ -43,7 +53,7 @@ def deepspeed_config(spec: FsdpSpec) -> dict:
     cfg = {
         "train_micro_batch_size_per_gpu": spec.micro_batch,
         "gradient_accumulation_steps": 1,
-        "gradient_clipping": 1.0,
+        "gradient_clipping": CLIP_NORM,
         "steps_per_print": 1 << 30,
         "zero_optimization": {
             "stage": 3,
@@ -65,7 +75,7 @@ def deepspeed_config(spec: FsdpSpec) -> dict:
         },
     }
     if spec.precision == "fp16":
-        cfg["fp16"] = {"enabled": True, "initial_scale_power": 12}
+        cfg["fp16"] = {"enabled": True, "initial_scale_power": INITIAL_SCALE_POWER}
     elif spec.precision == "bf16":
         cfg["bf16"] = {"enabled": True}
     return cfg

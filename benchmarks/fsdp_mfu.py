@@ -1,0 +1,152 @@
+"""TFLOP/s and MFU of one FSDP configuration through DeepSpeed ZeRO-3 and through FSDP2.
+
+Each implementation trains the model for a few steps in `overlap` mode (the trainers of
+artifact.workloads, the same ones the figures use); a step is timed device-synchronised,
+and MFU = 6 x parameters x tokens / step time / matmul peak, the peak measured once in
+this process (artifact.measure.peak), as the figures compute it. Prints one JSON object.
+
+Run on one GPU (a one-process group, or under torchrun):
+    python benchmarks/fsdp_mfu.py                     # gpt3-1.3b, seq 1024, mb 8, fp16
+    python benchmarks/fsdp_mfu.py --device cpu --model gpt-tiny       # fp32, seq 32, mb 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+# this checkout's artifact package, not another one an editable install may point to
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from artifact import capability  # noqa: E402
+from artifact.config import check_precision, get_model  # noqa: E402
+from artifact.errors import ArtifactError  # noqa: E402
+from artifact.experiments.fsdp import make_trainer  # noqa: E402
+from artifact.experiments.training import release_memory  # noqa: E402
+from artifact.measure.peak import peak_matmul_tflops  # noqa: E402
+from artifact.measure.timing import timed  # noqa: E402
+from artifact.modes import Mode  # noqa: E402
+from artifact.workloads import FSDP_IMPLS  # noqa: E402
+from artifact.workloads.fsdp_deepspeed import FsdpSpec  # noqa: E402
+
+# deepspeed.zero.Init (the ZeRO-3 trainer on a GPU) replaces torch.nn.functional.linear
+# process-wide with its own autograd function ("mem_efficient_linear", on by default; it
+# says the change persists); restored after each implementation, so FSDP2 measured after
+# DeepSpeed runs torch's own linear
+_TORCH_LINEAR = torch.nn.functional.linear
+
+
+def _init(device: torch.device) -> tuple[int, int]:
+    """(rank, world size): torchrun's, or a one-process group of our own."""
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    # DeepSpeed asks for torchrun's variables; a plain `python` run is a group of one
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(local))
+    os.environ.update(LOCAL_WORLD_SIZE=os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29534")
+    if device.type == "cuda":
+        torch.cuda.set_device(local)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(
+        backend, rank=rank, world_size=world, device_id=device if device.type == "cuda" else None
+    )
+    return rank, world
+
+
+def measure(impl: str, spec: FsdpSpec, args, ctx, world: int, peak: float) -> dict:
+    """Warm-up steps, then `iters` timed steps of one implementation, in overlap mode."""
+    trainer = make_trainer(dataclasses.replace(spec, impl=impl), ctx)
+    try:
+        losses = [float(trainer.step(Mode.OVERLAP)) for _ in range(args.warmup)]
+        times = []
+        for _ in range(args.iters):
+            times.append(
+                timed(lambda: losses.append(float(trainer.step(Mode.OVERLAP))), ctx.device)
+            )
+        step_s = statistics.median(times)
+        tflops = trainer.model_flops_per_step(world) / step_s / world / 1e12
+        return {
+            "step_ms": step_s * 1e3,
+            "step_ms_min": min(times) * 1e3,
+            "tflops_per_gpu": tflops,
+            "mfu": tflops / peak,
+            "params": trainer.params,
+            "loss_first_last": [losses[0], losses[-1]],
+            "peak_memory_gib": (
+                torch.cuda.max_memory_allocated(ctx.device) / 2**30
+                if ctx.device.type == "cuda"
+                else None
+            ),
+        }
+    finally:
+        trainer.close()
+        torch.nn.functional.linear = _TORCH_LINEAR
+        release_memory(ctx.device)
+        if ctx.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(ctx.device)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument("--model", default="gpt3-1.3b")
+    p.add_argument("--seq", type=int, help="sequence length (GPU default 1024; CPU: the model's)")
+    p.add_argument("--micro-batch", type=int, help="per GPU (GPU default 8, CPU 2)")
+    p.add_argument("--precision", help="GPU default fp16, CPU fp32")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--impls", default=",".join(FSDP_IMPLS), help="default: deepspeed,fsdp2")
+    args = p.parse_args(argv)
+    impls = args.impls.split(",")
+    if bad := [i for i in impls if i not in FSDP_IMPLS]:
+        p.error(f"unknown FSDP implementation {bad[0]!r}; accepted: {', '.join(FSDP_IMPLS)}")
+    gpu = args.device == "cuda"
+    args.micro_batch = args.micro_batch or (8 if gpu else 2)
+    args.precision = args.precision or ("fp16" if gpu else "fp32")
+    if min(args.seq or 1, args.micro_batch, args.warmup, args.iters) < 1:
+        p.error("--seq, --micro-batch, --warmup and --iters must be at least 1")
+    args.impls = impls
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda but no GPU here; use --device cpu", file=sys.stderr)
+        return 2
+    try:
+        model = get_model(args.model)
+        check_precision(args.precision)
+    except ArtifactError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if unsupported := capability.precision_unsupported(device, args.precision):
+        print(f"error: {unsupported}", file=sys.stderr)
+        return 2
+    seq = args.seq or (1024 if device.type == "cuda" else model.seq_len)
+    model = dataclasses.replace(model, seq_len=seq)
+    rank, world = _init(device)
+    if device.type == "cuda":
+        device = torch.device("cuda", torch.cuda.current_device())
+    ctx = argparse.Namespace(device=device, rank=rank)  # what make_trainer reads
+    spec = FsdpSpec(model, args.micro_batch, args.precision)
+    peak = peak_matmul_tflops(device, args.precision)
+    results = {impl: measure(impl, spec, args, ctx, world, peak) for impl in args.impls}
+    if rank == 0:
+        config = {k: v for k, v in vars(args).items() if k != "impls"} | {"seq": seq}
+        print(json.dumps({**config, "world_size": world, "peak_tflops": peak, **results}, indent=1))
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
