@@ -27,6 +27,7 @@ from artifact.runner import (
     POWER_UNITS,
     RunContext,
     check_gpu_alone,
+    each_config,
     measure_repetition,
     rep_done,
     stop_requested,
@@ -140,7 +141,7 @@ def run_configs(
     most `max_repeats`); `power_window_of(config)` gives a configuration's power window in
     seconds (default: the preset's).
     """
-    for config_id, config, spec in todo_configs:
+    for config_id, config, spec in each_config(ctx, todo_configs):
         todo = [rep for rep in range(ctx.reps) if not rep_done(ctx, config_id, PHASES, rep)]
         if not todo:
             log.info("%s: all %d repetitions on disk, skipped", config_id, ctx.reps)
