@@ -328,26 +328,31 @@ def _with_ci(row: Any) -> str:
 
 
 def digest(summary: Any) -> list[str]:
-    """Two lines a configuration of summary.csv's rows: its id and repetitions, then its
-    headline numbers (E2E overlap vs sequential, Eq. 1 with its CI, power where measured)."""
+    """A couple of lines a configuration of summary.csv's rows: its id and repetitions;
+    E2E overlap vs sequential and Eq. 1 with its CI; power, where it was measured."""
     lines = []
     for config_id, rows in summary.groupby("config_id", sort=False):
         row = {(r.mode, r.metric): r for r in rows.itertuples()}
-        parts = []
+        timing, power = [], []
         overlap, sequential = row.get(("overlap", "e2e_ms")), row.get(("sequential", "e2e_ms"))
         if overlap is not None and sequential is not None:
-            parts.append(
+            timing.append(
                 f"E2E overlap {overlap.mean:.4g} ms vs sequential {sequential.mean:.4g} ms"
             )
-        parts += [
-            f"{label} {_with_ci(row[('derived', m)])}"
+        timing += [
+            f"{label} {_with_ci(row['derived', m])}"
             for m, label in EQ1.items()
             if ("derived", m) in row
         ]
-        if (power := row.get(("derived", "mean_power_increase"))) is not None:
-            parts.append(f"mean power, overlap vs sequential {_with_ci(power)}")
-        if (trace := row.get(("trace", "power_overlap_pct_tdp"))) is not None:
-            parts.append(f"power while overlapping {trace.mean:.0f} % of TDP")
+        if (mean := row.get(("derived", "mean_power_increase"))) is not None:
+            power.append(f"mean power, overlap vs sequential {_with_ci(mean)}")
+        blocks = [row.get(("trace", f"block_{m}_pct_tdp")) for m in ("overlap", "sequential")]
+        if None not in blocks:  # fig7's power trace
+            power.append(
+                f"power, % of TDP: overlap block {blocks[0].mean:.0f} vs sequential {blocks[1].mean:.0f}"
+            )
         lines.append(f"{config_id} (n = {int(rows['n'].max())})")
-        lines.append("  " + ("; ".join(parts) or "no headline number: see summary.csv"))
+        lines += ["  " + "; ".join(part) for part in (timing, power) if part]
+        if not timing + power:
+            lines.append("  no headline number: see summary.csv")
     return lines
