@@ -222,8 +222,33 @@ def _interrupted(store, figure: str, why: str, reps: int, out: Path) -> int:
     return 130
 
 
+def _launch(args, log_path, figure, preset, device, out, reps, nproc, options):
+    """The ranks, run under the live display of their progress (artifact/progress.py)."""
+    from artifact import launch
+
+    beacon = log_path.with_suffix(".progress")
+    beacon.unlink(missing_ok=True)  # a killed run's beacon would show where that run was
+    state = progress.State(figure, reps, time.monotonic(), progress.figure_of())
+    display = progress.Display(err_console, state, beacon, log_path, getattr(args, "debug", False))
+    with display:
+        return launch.launch(
+            log_path,
+            hang_s=args.hang_timeout_s,
+            echo=display.echo,
+            figure=figure,
+            preset=preset,
+            device=device,
+            out=out,
+            reps=reps,
+            nproc=nproc,
+            options=options,
+            nnodes=args.nnodes or 1,
+            rdzv_endpoint=args.rdzv_endpoint,
+        )
+
+
 def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -> int:
-    """Start the ranks, record how they ended in status/, and print the summary."""
+    """Start the ranks, record how they ended in status/, and print a digest of the summary."""
     from artifact import launch
     from artifact.store import RunStore
 
@@ -242,30 +267,8 @@ def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -
             "first use: DeepSpeed builds its CPU communication op now (about 40 s on 2 cores; "
             f"needs a C++ compiler and ninja), once, into {procs.extensions_dir()}"
         )
-    state = progress.State(figure, reps, time.monotonic(), progress.figure_of())
-    display = progress.Display(
-        err_console,
-        state,
-        log_path.with_suffix(".progress"),
-        log_path,
-        getattr(args, "debug", False),
-    )
     try:
-        with display:
-            outcome = launch.launch(
-                log_path,
-                hang_s=args.hang_timeout_s,
-                echo=display.echo,
-                figure=figure,
-                preset=preset,
-                device=device,
-                out=out,
-                reps=reps,
-                nproc=nproc,
-                options=options,
-                nnodes=args.nnodes or 1,
-                rdzv_endpoint=args.rdzv_endpoint,
-            )
+        outcome = _launch(args, log_path, figure, preset, device, out, reps, nproc, options)
     except (KeyboardInterrupt, Terminated) as e:
         why = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C (SIGINT)"
         store.write_status(figure, "failed", f"interrupted by {why} (log: logs/{figure}.log)")
@@ -296,13 +299,7 @@ def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -
     if not store.records():
         return 0
     summary = write_summary(out, allow_mixed=args.allow_mixed)
-    console.print(
-        f"[bold]{figure} summary[/] ({escape(str(out / 'summary.csv'))}; every metric: "
-        f"python -m artifact summarize {escape(str(out))})",
-        soft_wrap=True,
-    )
-    for line in progress.digest(summary[summary["figure"] == figure]):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    print_digest(summary[summary["figure"] == figure], figure, out)
     return 0
 
 
@@ -327,6 +324,17 @@ def write_summary(out: Path, allow_mixed: bool = False):
         "configs.json", json.dumps(strict_json(configs_of(records)), indent=1, sort_keys=True)
     )
     return summary
+
+
+def print_digest(df, figure: str, out: Path) -> None:
+    """A couple of lines a configuration after a run (the whole table: summarize)."""
+    console.print(
+        f"[bold]{figure} summary[/] ({escape(str(out / 'summary.csv'))}; every metric: "
+        f"python -m artifact summarize {escape(str(out))})",
+        soft_wrap=True,
+    )
+    for line in progress.digest(df):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def print_summary(df, title: str) -> None:
