@@ -277,3 +277,23 @@ def test_a_tiny_run_prints_progress_and_digests_and_logs_everything(tmp_path):
     assert f"{keep.hidden} line(s) of profiler and library output shown only there" in res.stderr
     for noise in ("USDT:", "Warning:", "OMP_NUM_THREADS", f"{config} rep "):
         assert noise not in res.stderr + res.stdout
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_on_a_terminal_the_display_is_live_and_the_ranks_lines_print_above_it(tmp_path, debug):
+    ctx = _context(tmp_path, reps=3)
+    beacon = tmp_path / "logs" / "fig8.progress"
+    where = {"config_k": 2, "config_n": 3, "config_id": "cfg-b", "rep_k": 1, "rep_n": 3}
+    ctx.progress("cfg-b: setting up deepspeed-zero3", **where)
+    out = io.StringIO()
+    terminal = Console(file=out, force_terminal=True, width=120, color_system=None)
+    state = progress.State("fig10", reps=3, started=0.0, figure_of=(6, 9))
+    log = tmp_path / "logs" / "fig10.log"
+    with progress.Display(terminal, state, beacon, log, debug) as display:
+        for line in (NOISE[0], SHOWN[1]):
+            display.echo(line + "\n")
+    text = out.getvalue()
+    assert "fig10 (6/9) · config 2/3 cfg-b · rep 1/3" in text
+    assert "setting up deepspeed-zero3" in text and "ETA" in text
+    assert SHOWN[1] in text and (NOISE[0] in text) == debug
+    assert f"log: {log} (the ranks' whole output" in text
