@@ -133,13 +133,17 @@ def all_figures(session: nox.Session) -> None:
     out_of = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True).stdout
     served = dict(pair.split("=") for pair in out_of.split())
     failed, took = [], {}
+    runs = [fig for fig in EXPERIMENTS if fig not in served]
     for fig in EXPERIMENTS:
         if fig in served:  # fig5: drawn from fig4's records, never run a second time
             session.log(f"{fig}: drawn from the records of {served[fig]}")
             continue
         started = time.monotonic()
+        # the run's display shows "figure k/N" (artifact/progress.py, FIGURE_ENV)
+        place = {"ARTIFACT_FIGURE_OF": f"{runs.index(fig) + 1}/{len(runs)}"}
         rc = subprocess.run(
-            [py, "-m", "artifact", "run", fig, *args, "--only-applicable"]
+            [py, "-m", "artifact", "run", fig, *args, "--only-applicable"],
+            env={**os.environ, **place},
         ).returncode
         took[fig] = time.monotonic() - started
         session.log(f"{fig}: exit {rc} after {took[fig]:.0f} s")

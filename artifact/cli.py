@@ -12,13 +12,16 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from artifact import env as envmod
-from artifact import procs, runplan
+from artifact import procs, progress, runplan
 from artifact.config import (
     MODELS,
     PARALLELISMS,
@@ -164,6 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     spec = spec_of(args.figure)
     figure = spec.records  # fig5 is drawn from fig4's records
+    progress.figure_of()  # a bad ARTIFACT_FIGURE_OF (nox -s all sets it) before anything is written
     options = run_options(args)
     # One run a folder: refuse a held folder before torch loads. The agents of a
     # multi-node run share theirs (one CLI a node, the same --out), so they take none.
@@ -224,8 +228,33 @@ def _interrupted(store, figure: str, why: str, reps: int, out: Path) -> int:
     return 130
 
 
+def _launch(args, log_path, figure, preset, device, out, reps, nproc, options):
+    """The ranks, run under the live display of their progress (artifact/progress.py)."""
+    from artifact import launch
+
+    beacon = log_path.with_suffix(".progress")
+    beacon.unlink(missing_ok=True)  # a killed run's beacon would show where that run was
+    state = progress.State(figure, reps, time.monotonic(), progress.figure_of())
+    display = progress.Display(err_console, state, beacon, log_path, getattr(args, "debug", False))
+    with display:
+        return launch.launch(
+            log_path,
+            hang_s=args.hang_timeout_s,
+            echo=display.echo,
+            figure=figure,
+            preset=preset,
+            device=device,
+            out=out,
+            reps=reps,
+            nproc=nproc,
+            options=options,
+            nnodes=args.nnodes or 1,
+            rdzv_endpoint=args.rdzv_endpoint,
+        )
+
+
 def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -> int:
-    """Start the ranks, record how they ended in status/, and print the summary."""
+    """Start the ranks, record how they ended in status/, and print a digest of the summary."""
     from artifact import launch
     from artifact.store import RunStore
 
@@ -245,19 +274,7 @@ def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -
             f"needs a C++ compiler and ninja), once, into {procs.extensions_dir()}"
         )
     try:
-        outcome = launch.launch(
-            log_path,
-            hang_s=args.hang_timeout_s,
-            figure=figure,
-            preset=preset,
-            device=device,
-            out=out,
-            reps=reps,
-            nproc=nproc,
-            options=options,
-            nnodes=args.nnodes or 1,
-            rdzv_endpoint=args.rdzv_endpoint,
-        )
+        outcome = _launch(args, log_path, figure, preset, device, out, reps, nproc, options)
     except (KeyboardInterrupt, Terminated) as e:
         why = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C (SIGINT)"
         store.write_status(figure, "failed", f"interrupted by {why} (log: logs/{figure}.log)")
@@ -288,9 +305,7 @@ def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -
     if not store.records():
         return 0
     summary = write_summary(out, allow_mixed=args.allow_mixed)
-    print_summary(
-        summary[summary["figure"] == figure], title=f"{figure} summary ({out / 'summary.csv'})"
-    )
+    print_digest(summary[summary["figure"] == figure], figure, out)
     return 0
 
 
@@ -319,18 +334,46 @@ def write_summary(out: Path, allow_mixed: bool = False):
     return summary
 
 
+def print_digest(df, figure: str, out: Path) -> None:
+    """A couple of lines a configuration after a run (the whole table: summarize)."""
+    console.print(
+        f"[bold]{figure} summary[/] ({escape(str(out / 'summary.csv'))}; every metric: "
+        f"python -m artifact summarize {escape(str(out))})",
+        soft_wrap=True,
+    )
+    for line in progress.digest(df):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 def print_summary(df, title: str) -> None:
-    """One table per configuration, so the columns fit a terminal."""
-    console.print(f"[bold]{title}[/]")
+    """One table per configuration, fitted to the terminal's width: only the CI column
+    wraps (at its space), so no name or number is cut; a terminal too narrow even for
+    that gets one line a row. Mode 'derived' is kind 'derived' (the kind column is left
+    to summary.csv)."""
+    console.print(f"[bold]{escape(title)}[/]", soft_wrap=True)
     for config_id, rows in df.groupby("config_id", sort=False):
         note = rows["note"].iloc[0]
-        table = Table(title=config_id + (f"\n{note}" if note else ""), title_justify="left")
-        for col in ("mode", "metric", "mean", "95% CI", "n", "unit", "kind"):
-            table.add_column(col)
-        for r in rows.itertuples():
-            ci = "-" if r.ci_low != r.ci_low else f"[{r.ci_low:.4g}, {r.ci_high:.4g}]"
-            mean = f"{r.mean:.4g}" + (" noisy" if r.noisy else "")
-            table.add_row(r.mode, r.metric, mean, ci, str(r.n), r.unit, r.kind)
+        console.print(f"\n[bold]{escape(config_id)}[/]")
+        if isinstance(note, str) and note:  # pandas reads an empty note as NaN
+            console.print(note, markup=False, highlight=False)
+        cells = [
+            (r.mode, r.metric, f"{r.mean:.4g}" + (" noisy" if r.noisy else ""), str(r.n), r.unit)
+            + ("-" if r.ci_low != r.ci_low else f"[{r.ci_low:.4g}, {r.ci_high:.4g}]",)
+            for r in rows.itertuples()
+        ]
+        header = ("mode", "metric", "mean", "n", "unit", "95% CI")
+        # every column but the CI at its widest, the CI at its longest word, 2 between columns
+        need = sum(max(len(c[i]) for c in [header, *cells]) + 2 for i in range(5))
+        need += max(len(word) for c in cells for word in c[5].split())
+        if console.width < need:
+            for c in cells:
+                console.print(f"{c[0]} {c[1]} = {c[2]} {c[5]} (n {c[3]}, {c[4]})", markup=False)
+            continue
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+        for col in header:
+            table.add_column(col, no_wrap=col != "95% CI", overflow="fold")
+        for c in cells:
+            table.add_row(*c)
         console.print(table)
 
 
@@ -408,7 +451,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m artifact", description=__doc__.splitlines()[0])
-    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="show tracebacks of internal errors, and all of the ranks' output during a run",
+    )
     sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     run = sub.add_parser("run", help="run one figure's experiment")

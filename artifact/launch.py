@@ -14,11 +14,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from artifact import procs
+from artifact.progress import read_beacon
 
 DEFAULT_HANG_S = 600.0  # no output and no progress this long: the run is hung
 RUN_HEADER = "==== run:"  # starts each run's part of a figure's log
@@ -93,7 +95,7 @@ def _watchdog(proc, progress: Path, last_output: list[float], hang_s: float, hun
         time.sleep(min(2.0, hang_s / 4))
         beacon = progress.stat().st_mtime if progress.is_file() else 0.0
         if time.time() - max(last_output[0], beacon) > hang_s:
-            where = progress.read_text().strip() if progress.is_file() else "start-up"
+            where = read_beacon(progress).get("what") or "start-up"
             hung.append(f"hung in {where}: no progress for {hang_s:.0f} s")
             proc.terminate()  # torchrun stops its workers; the read loop then ends
             try:
@@ -103,8 +105,15 @@ def _watchdog(proc, progress: Path, last_output: list[float], hang_s: float, hun
             return
 
 
-def launch(log_path: Path, hang_s: float = DEFAULT_HANG_S, **kwargs: Any) -> Outcome:
-    """Run the ranks to completion, their output both on stderr and in `log_path`.
+def launch(
+    log_path: Path,
+    hang_s: float = DEFAULT_HANG_S,
+    echo: Callable[[str], Any] | None = None,
+    **kwargs: Any,
+) -> Outcome:
+    """Run the ranks to completion, every line of their output in `log_path` and handed
+    to `echo` (default: stderr; the CLI's display decides which lines reach the console,
+    artifact/progress.py).
 
     A watchdog turns a hang (no output and no progress for `hang_s`) into a failure
     instead of a wait without end. Any exception here (Ctrl-C, or the SIGTERM the CLI
@@ -115,7 +124,7 @@ def launch(log_path: Path, hang_s: float = DEFAULT_HANG_S, **kwargs: Any) -> Out
     progress = log_path.with_suffix(".progress")
     progress.unlink(missing_ok=True)
     env = {**child_env(kwargs["device"]), "PYTHONUNBUFFERED": "1", "ARTIFACT_HANG_S": str(hang_s)}
-    with log_path.open("a") as log:
+    with log_path.open("a", buffering=1) as log:  # by line: `tail -f` follows the run
         log.write(f"{RUN_HEADER} {' '.join(torchrun_command(**kwargs))}\n")
         log.flush()
         proc = subprocess.Popen(
@@ -139,8 +148,8 @@ def launch(log_path: Path, hang_s: float = DEFAULT_HANG_S, **kwargs: Any) -> Out
         try:
             for line in proc.stdout:
                 last_output[0] = time.time()
-                sys.stderr.write(line)  # the ranks log to stderr; the CLI prints to stdout
                 log.write(line)
+                (echo or sys.stderr.write)(line)
             rc = proc.wait()
             watch.join(timeout=60)
             return Outcome(rc, hung[0] if hung else None)

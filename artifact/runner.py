@@ -11,11 +11,13 @@ Ranks' numbers are gathered on rank 0, which alone writes records.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,19 +71,28 @@ class RunContext:
     power_backend: power.Backend = field(default_factory=power.NoneBackend)
     power_interval_s: float = power.DEFAULT_INTERVAL_S
     _last_progress: float = -1e9
+    _last_step: str = ""
+    where: dict[str, Any] = field(default_factory=dict)  # the beacon's fields, kept between calls
 
     @property
     def is_writer(self) -> bool:
         return self.rank == 0
 
-    def progress(self, what: str) -> None:
-        """Tell the launcher's hang watchdog this rank is alive, and where (rank 0 writes
-        OUT/logs/<figure>.progress at most every few seconds)."""
-        now = time.monotonic()
-        if not self.is_writer or now - self._last_progress < PROGRESS_EVERY_S:
+    def progress(self, what: str, **where: Any) -> None:
+        """Tell the launcher's hang watchdog and the CLI's display (artifact/progress.py)
+        this rank is alive, and where: rank 0 writes OUT/logs/<figure>.progress, JSON with
+        `what` and the `where` fields given so far (config_k, config_n, config_id, rep_k,
+        rep_n, phase, phase_k, phase_n). A new step, or new fields, is written at once; the
+        iterations of one step at most every few seconds (the file is fsynced)."""
+        if not self.is_writer:
             return
-        self._last_progress = now
-        atomic_write_text(self.store.root / "logs" / f"{self.figure}.progress", what)
+        self.where |= where
+        now, step = time.monotonic(), re.sub(r"\d+", "#", what)
+        if not where and step == self._last_step and now - self._last_progress < PROGRESS_EVERY_S:
+            return
+        self._last_progress, self._last_step = now, step
+        beacon = json.dumps({"what": what, **self.where})
+        atomic_write_text(self.store.root / "logs" / f"{self.figure}.progress", beacon)
 
     def barrier(self) -> None:
         if dist.is_initialized() and self.world_size > 1:
@@ -104,6 +115,15 @@ def gather(obj: Any) -> list[Any]:
     out: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(out, obj)
     return out
+
+
+def each_config(ctx: RunContext, configs: list) -> Iterator:
+    """The configurations in order, the progress beacon told which one of how many is
+    under way (its repetition and phase start again)."""
+    for k, item in enumerate(configs, 1):
+        where = {"config_k": k, "config_n": len(configs), "config_id": item[0]}
+        ctx.progress(f"{item[0]}: set-up", **where, rep_k=None, phase=None, phase_k=None)
+        yield item
 
 
 class StopRequested(Exception):
@@ -326,7 +346,9 @@ def measure_repetition(
     Returns the metrics by phase (empty dicts on ranks other than 0).
     """
     results = {}
-    for phase in phases:
+    for k, phase in enumerate(phases, 1):
+        where = {"rep_k": rep + 1, "rep_n": ctx.reps, "phase_k": k, "phase_n": len(phases)}
+        ctx.progress(f"{config_id}: {phase}", **where, phase=phase)
         step = step_of(phase)
         # the A/A repeat is a timing check: no trace kept, no power window (its cost)
         check = phase == SEQUENTIAL_REPEAT

@@ -33,7 +33,7 @@ from artifact.experiments.training import release_memory  # noqa: E402
 from artifact.measure.peak import peak_matmul_tflops  # noqa: E402
 from artifact.measure.timing import timed  # noqa: E402
 from artifact.modes import Mode  # noqa: E402
-from artifact.workloads import FSDP_IMPLS  # noqa: E402
+from artifact.workloads import FSDP_IMPLS, fsdp_deepspeed  # noqa: E402
 from artifact.workloads.fsdp_deepspeed import FsdpSpec  # noqa: E402
 
 # deepspeed.zero.Init (the ZeRO-3 trainer on a GPU) replaces torch.nn.functional.linear
@@ -104,6 +104,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--impls", default=",".join(FSDP_IMPLS), help="default: deepspeed,fsdp2")
+    p.add_argument("--recompute", action="store_true", help="activation recomputation on")
+    p.add_argument(
+        "--zero",
+        type=json.loads,
+        default={},
+        help="JSON merged into DeepSpeed's zero_optimization, to try a setting: "
+        "'{\"memory_efficient_linear\": false}'",
+    )
     args = p.parse_args(argv)
     impls = args.impls.split(",")
     if bad := [i for i in impls if i not in FSDP_IMPLS]:
@@ -138,7 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda":
         device = torch.device("cuda", torch.cuda.current_device())
     ctx = argparse.Namespace(device=device, rank=rank)  # what make_trainer reads
-    spec = FsdpSpec(model, args.micro_batch, args.precision)
+    spec = FsdpSpec(model, args.micro_batch, args.precision, recompute=args.recompute)
+    if args.zero:  # a trial setting, on top of the artifact's own (fsdp_deepspeed.py)
+        ours = fsdp_deepspeed.deepspeed_config
+
+        def trial(s):
+            cfg = ours(s)
+            cfg["zero_optimization"] |= args.zero
+            return cfg
+
+        fsdp_deepspeed.deepspeed_config = trial
     peak = peak_matmul_tflops(device, args.precision)
     results = {impl: measure(impl, spec, args, ctx, world, peak) for impl in args.impls}
     if rank == 0:

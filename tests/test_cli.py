@@ -114,3 +114,13 @@ def test_env_table(cli):
     res = cli("env")
     assert res.returncode == 0
     assert "device_kind" in res.stdout and "cpu" in res.stdout
+
+
+def test_a_bad_figure_place_from_nox_is_one_line_exit_2_nothing_written(cli, tmp_path):
+    out = tmp_path / "out"
+    res = cli("run", "fig8", "--out", str(out), env={"ARTIFACT_FIGURE_OF": "10/9"})
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip().splitlines() == [
+        "error: ARTIFACT_FIGURE_OF='10/9' is not K/N with 1 <= K <= N (e.g. 3/9)"
+    ]
+    assert not out.exists()

@@ -27,6 +27,7 @@ from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize
 from artifact.runner import (
     RunContext,
+    each_config,
     profiler_activities,
     reduce_ranks,
     rep_done,
@@ -80,9 +81,8 @@ def run(ctx: RunContext) -> None:
         return
     tdp = ctx.power_backend.power_limit_w()
     gpu = ctx.provenance.get("gpu_model")
-    for config_id, config, spec in fig8.configs(
-        ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options
-    ):
+    configs = fig8.configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options)
+    for config_id, config, spec in each_config(ctx, configs):
         todo = [r for r in range(ctx.reps) if not rep_done(ctx, config_id, ("trace",), r)]
         if not todo:
             continue
@@ -91,6 +91,7 @@ def run(ctx: RunContext) -> None:
         comm = ("memory",) if spec.comm == "copy" else ("communication",)
         for rep in todo:
             stop_requested(ctx)
+            ctx.progress(f"{config_id}: power trace", rep_k=rep + 1, rep_n=ctx.reps)
             # blocks of at least 0.5 s: 5 refresh intervals of NVML on an H200
             block_s = max(MIN_BLOCK_S, ctx.preset.power_window_s / 2)
             table, base_ns, samples, spans = _trace_window(ctx, bench, block_s)

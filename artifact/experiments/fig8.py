@@ -28,6 +28,7 @@ from artifact.runner import (
     POWER_UNITS,
     RunContext,
     check_gpu_alone,
+    each_config,
     measure_repetition,
     rep_done,
     stop_requested,
@@ -143,7 +144,7 @@ def run_configs(
     report Eq. 1.
     """
     phases = with_repeat(PHASES) if noise_floor else PHASES
-    for config_id, config, spec in todo_configs:
+    for config_id, config, spec in each_config(ctx, todo_configs):
         todo = [rep for rep in range(ctx.reps) if not rep_done(ctx, config_id, phases, rep)]
         if not todo:
             log.info("%s: all %d repetitions on disk, skipped", config_id, ctx.reps)

@@ -32,6 +32,7 @@ from artifact.runner import (
     POWER_UNITS,
     RunContext,
     check_gpu_alone,
+    each_config,
     gather,
     measure_repetition,
     rep_done,
@@ -119,7 +120,7 @@ def run_configs(
 ) -> None:
     """Measure every mode of every configuration, skipping repetitions already on disk
     and configurations the device cannot run (recorded with their reason)."""
-    for config_id, config, spec in configs:
+    for config_id, config, spec in each_config(ctx, configs):
         todo = [r for r in range(ctx.reps) if not rep_done(ctx, config_id, PHASES, r)]
         if not todo:
             log.info("%s: all %d repetitions on disk, skipped", config_id, ctx.reps)
@@ -130,6 +131,7 @@ def run_configs(
             continue
         free = capability.free_memory_bytes(ctx.device)
         try:
+            ctx.progress(f"{config_id}: calibrating the matmul peak ({spec.precision})")
             peak = peak_matmul_tflops(ctx.device, spec.precision)  # once a process
             config = {**config, "memory_estimate_gib": needed / memory.GIB}
             _measure(ctx, config_id, config, spec, todo, make_trainer, peak)
@@ -158,7 +160,7 @@ def _measure(
     peak: float,
 ) -> None:
     """Build one configuration's trainer, run its repetitions, and tear it down."""
-    ctx.progress(f"{config_id}: building the trainer")
+    ctx.progress(f"{config_id}: setting up {config.get('framework', 'the trainer')}")
     trainer = make_trainer(spec)
     try:
         flops = trainer.model_flops_per_step(ctx.world_size)
