@@ -188,6 +188,11 @@ def _verdict(
         "ci_high": hi,
         "verdict": verdict,
         "reason": as_sentence(reason),
+        "statement": item["statement"],
+        "metric": item.get("metric", item.get("greater_metric")),
+        "unit": "ratio" if item.get("aggregate") == "cap_increase" else None,
+        "kind": "derived" if item["rows"].get("mode") == "derived" else "measured",
+        "source": "; ".join(f"{k} {v}" for k, v in item["source"].items()),
     }
 
 
@@ -422,7 +427,10 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
         if rows["parallelism"].astype(str).str.startswith("proxy").any():
             v["reason"] += " (rows include one-GPU proxies)"
         rows_out.append(v)
-    return pd.DataFrame(rows_out, columns=COLUMNS)
+    verdicts = pd.DataFrame(rows_out, columns=COLUMNS)
+    units = summary.groupby("metric")["unit"].first() if "unit" in summary else {}  # rows' unit
+    verdicts["unit"] = verdicts["unit"].fillna(verdicts["metric"].map(units)).fillna("")
+    return verdicts
 
 
 def write_verdicts(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:

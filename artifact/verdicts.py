@@ -22,6 +22,13 @@ COLUMNS = [
     "reason",
     "n",
     "ci_method",
+    # the paper's item, for a reader: its statement, the metric and unit of expected /
+    # mean / CI ('ratio': 0.189 is 18.9 %), measured or derived, and where in the paper
+    "statement",
+    "metric",
+    "unit",
+    "kind",
+    "source",
 ]
 
 
