@@ -166,6 +166,7 @@ def test_every_verdict(tmp_path, expected_dir):
         "reason",
         "n",  # added by the statistics issue: columns change only by addition
         "ci_method",
+        *("statement", "metric", "unit", "kind", "source"),  # added for the report's readers
     ]
     got = verdicts_of(v)
     # mean of means 0.177, mean CI [0.153, 0.203] meets [0.15, 0.25]

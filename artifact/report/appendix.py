@@ -65,6 +65,14 @@ def in_unit(x: float, unit: str, metric: str) -> str:
     return f"{x:.4g} {unit}".strip()
 
 
+def unit_of(r) -> str:
+    """The verdict's unit; where the run measured nothing of its metric (verdicts.csv's unit
+    is empty), expected/'s own convention: % of TDP for *_pct_tdp, otherwise a ratio."""
+    if str(r.unit):
+        return str(r.unit)
+    return "%" if str(r.metric).endswith("_pct_tdp") else "ratio"
+
+
 def expected_text(r) -> str:
     """The paper's number with its unit and tolerance, or the claim's test in words."""
     if str(r.tolerance) == "":
@@ -72,26 +80,27 @@ def expected_text(r) -> str:
         for words, plain in CLAIM_WORDS.items():
             text = text.replace(words, plain)
         return text or "the claim holds"
-    value, tol = float(r.expected), float(r.tolerance)
-    spread = f"{_number(tol, r.unit)} pts" if r.unit in ("ratio", "%") else f"{tol:g} {r.unit}"
-    return f"{in_unit(value, r.unit, r.metric)} ± {spread}".strip()
+    value, tol, unit = float(r.expected), float(r.tolerance), unit_of(r)
+    spread = f"{_number(tol, unit)} pts" if unit in ("ratio", "%") else f"{tol:g} {unit}"
+    return f"{in_unit(value, unit, r.metric)} ± {spread}".strip()
 
 
 def measured_text(r) -> str:
+    """This run's mean and 95 % CI in the verdict's unit; a claim between two groups or
+    metrics shows the difference of their means."""
     if r.mean is None or math.isnan(float(r.mean)):
         return "-"
-    mean = float(r.mean)
+    mean, unit = float(r.mean), unit_of(r)
     if " above " in str(r.expected):  # group_greater / metric_greater: a difference of means
-        pts = r.unit in ("ratio", "%")
-        return f"difference {_number(mean, r.unit) if pts else f'{mean:.4g}'}" + (
-            " pts" if pts else f" {r.unit}"
+        pts = unit in ("ratio", "%")
+        return (
+            f"difference {_number(mean, unit) if pts else f'{mean:.4g}'} {'pts' if pts else unit}"
         )
-    ci = (
-        ""
-        if math.isnan(float(r.ci_low))
-        else f" [{_number(r.ci_low, r.unit)}, {_number(r.ci_high, r.unit)}]"
+    if math.isnan(float(r.ci_low)):
+        return in_unit(mean, unit, r.metric)
+    return (
+        f"{in_unit(mean, unit, r.metric)} [{_number(r.ci_low, unit)}, {_number(r.ci_high, unit)}]"
     )
-    return in_unit(mean, r.unit, r.metric) + ci
 
 
 def _source(source: str) -> str:
@@ -297,7 +306,7 @@ def workflow(doc: Doc) -> None:
         "`python3 -m nox -s all` prints the plan (memory, time and disk of every configuration), runs every experiment into one folder (`results/<time>-<preset>/`), going on past a failing one, then `summarize` (summary.csv, 95% CIs), `compare` (verdicts.csv) and `report` (this appendix). Each experiment: torchrun starts one process a GPU; each repetition runs every mode in rotated order; records are written atomically and a re-run resumes where it stopped."
     )
     doc.p(
-        f"**Kick the tires (about 10 minutes on one GPU):** `{KICK_THE_TIRES}`. It runs the Fig. 8 microbenchmark (2 min on one H200) and the smallest training configuration of Figs. 4 and 5 (3 min), five repetitions each (the quick preset's, the fewest a verdict accepts), then the verdicts and this report; the first session also builds `.venv/` (about 2.5 min). On a CPU the same line runs the tiny preset in about 2 minutes."
+        f"**Kick the tires (about 5 minutes on one GPU, plus the first install):** `{KICK_THE_TIRES}`. It runs the Fig. 8 microbenchmark (120 s on one H200) and the smallest training configuration of Figs. 4 and 5 (169 s), five repetitions each (the quick preset's, the fewest a verdict accepts), then the verdicts and this report (about 15 s); the first session also builds `.venv/`. On a CPU the same line runs the tiny preset: 169 s on 2 shared cores, DeepSpeed's first op build included."
     )
 
 

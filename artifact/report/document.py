@@ -266,8 +266,7 @@ def _latex_table(header: list[str], rows: list[list[str]]) -> list[str]:
         r"\hline",
         " & ".join(r"\textbf{" + tex_escape(c) + "}" for c in header) + r" \\ \hline",
         r"\endhead",
-        *[" & ".join(tex_escape(c) for c in r) + r" \\" for r in rows],
-        r"\hline",
+        *[" & ".join(tex_escape(c) for c in r) + r" \\ \hline" for r in rows],
         r"\end{longtable}",
         r"\endgroup",
     ]

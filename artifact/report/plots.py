@@ -210,8 +210,8 @@ def bar_figure(
     if not ids:
         return None
     panels = [(series, ylabel, 100.0 if style.get("percent") else 1.0)]
-    if "panel" in style:
-        panels.append((*style["panel"], 1.0))
+    if "panel" in style and rows["metric"].isin({m for _, m, _ in style["panel"][0]}).any():
+        panels.append((*style["panel"], 1.0))  # fig10's power, where telemetry measured it
     labels, shared = config_labels(ids, configs)
     width = max(6.0, 1.3 * len(ids) + 2)
     fig, axes = plt.subplots(
