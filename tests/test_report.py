@@ -204,7 +204,8 @@ def test_latex_compiles_under_pdflatex(tiny_run, tmp_path):
     assert (report / "appendix.pdf").stat().st_size > 50_000  # text and the fig8 plot
     assert log.count("Overfull \\hbox") <= 3, re.findall(r"Overfull.*", log)
     tex = (report / "appendix.tex").read_text()
-    assert "\\caption*" not in tex and "\\begin{figure}[H]" in tex  # numbered, where placed
+    assert "\\caption*" not in tex and "\\begin{figure}[H]" in tex  # caption package, placed here
+    assert "\\usepackage{float}" in tex and "]{caption}" in tex
     assert "\\caption{Fig. 8: a matmul beside a 1 GiB all-reduce. This run: 2 x CPU (gloo)" in tex
 
 

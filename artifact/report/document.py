@@ -8,7 +8,8 @@ a block list renders to each in a few lines with no extra dependency.
   its figures) and every table scrolls sideways instead of running past the page.
 - LaTeX compiles under pdflatex with packages of texlive-latex-base and -recommended
   (geometry, graphicx, longtable, array, float, caption): sized, ragged-right columns
-  (their widths follow the cells' lengths), numbered captions, `[H]` floats.
+  (their widths follow the cells' lengths), captions through the caption package (the
+  paper's figure names, no second numbering), `[H]` floats.
 """
 
 from __future__ import annotations
@@ -243,7 +244,8 @@ LATEX_PREAMBLE = (
     r"\usepackage{longtable}",
     r"\usepackage{array}",
     r"\usepackage{float}",
-    r"\usepackage[font=small,labelfont=bf]{caption}",
+    # captions name the paper's figure ("Fig. 6: ..."): a "Figure 3:" label would clash
+    r"\usepackage[font=small,labelformat=empty]{caption}",
     r"\setlength{\parindent}{0pt}",
     r"\setlength{\parskip}{0.5em}",
     r"\setlength{\tabcolsep}{3pt}",
