@@ -130,12 +130,23 @@ def configs_of(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {r["config_id"]: r["config"] for r in records}
 
 
+# provenance keys whose every value the report shows (code, preset, the pinned stack)
+VARYING_KEYS = ("git_commit", "preset", "torch", "deepspeed", "megatron_core", "nvidia_ml_py")
+
+
 def provenance_of(records: list[dict[str, Any]]) -> dict[str, Any]:
     """What the report says of the run's machine and stack (provenance.json): the first
-    record's provenance, and every process that shared a GPU with any repetition."""
-    shared = {r["provenance"].get("other_gpu_processes") or "" for r in records} - {""}
+    record's provenance, the first and last timestamps, every value of VARYING_KEYS, and
+    every process that shared a GPU with any repetition."""
+    provs = [r["provenance"] for r in records]
+    stamps = sorted(str(p["timestamp"]) for p in provs if p.get("timestamp"))
+    shared = {p.get("other_gpu_processes") or "" for p in provs} - {""}
     return {
-        "provenance": records[0]["provenance"] if records else {},
+        "provenance": provs[0] if provs else {},
+        "timestamps": [stamps[0], stamps[-1]] if stamps else [],
+        "values": {
+            k: sorted({str(p[k]) for p in provs if p.get(k) is not None}) for k in VARYING_KEYS
+        },
         "other_gpu_processes": sorted(shared),
     }
 

@@ -431,7 +431,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not out.is_dir():
         raise ArtifactError(f"no results folder '{out}'")
     report = write_report(out)
-    first = (report / "appendix.md").read_text().splitlines()[0]
+    lines = (report / "appendix.md").read_text().splitlines()
+    first = next(line for line in lines if line and not line.startswith("#"))  # past the title
     console.print(f"{first}\nreport: {report / 'appendix.html'}")
     return 0
 

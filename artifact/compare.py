@@ -22,42 +22,17 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from artifact import noise, validation
 from artifact.aggregate import gpus_in, load_summary
-from artifact.env import REPO_ROOT
-from artifact.errors import ArtifactError
-from artifact.figures import REGISTRY
+from artifact.expected import EXPECTED_DIR, load_expected
 from artifact.store import RunStore
 from artifact.verdicts import COLUMNS, as_sentence
 
-EXPECTED_DIR = REPO_ROOT / "expected"
 # Fewer repetitions than this and a number is not judged either way (docs/measurement.md,
 # "Statistics"): at n = 3 even an honest interval is too wide to tell much, and the
 # bootstrap intervals this replaced covered the truth only 73 % of the time.
 MIN_REPETITIONS = 5
-AGGREGATES = ("mean", "max", "cap_increase")
-CLAIM_KINDS = {
-    "every_row_positive": ("metric",),
-    "group_greater": ("metric", "greater", "lesser"),
-    "metric_greater": ("greater_metric", "lesser_metric"),
-    "increases_with": ("metric", "along"),
-    "decreases_with": ("metric", "along"),
-}
-NUMBER_KEYS = (
-    "id",
-    "statement",
-    "metric",
-    "rows",
-    "aggregate",
-    "value",
-    "tolerance",
-    "tolerance_why",
-    "source",
-    "scope",
-)
-CLAIM_KEYS = ("id", "statement", "kind", "rows", "source", "scope")
 CPU_REASON = "CPU functional check: no claim of the paper is evaluated on a CPU."
 # Quantities that mean something only where communication ran beside compute: Eq. 1, the
 # sequential penalty, Eq. 4 and its relatives, the overlap fraction, and the changes in
@@ -80,63 +55,6 @@ NO_COMMUNICATION_REASON = (
     "No communication ran beside compute in these configurations (world size 1), "
     "so there is no overlap to judge."
 )
-
-
-# --- expected/ --------------------------------------------------------------------------
-
-
-def _need(where: str, item: dict, keys: tuple[str, ...]) -> None:
-    for k in keys:
-        if k not in item:
-            raise ArtifactError(f"{where}: missing key '{k}' (expected keys: {', '.join(keys)})")
-
-
-def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
-    """Every item of every expected/*.yaml, schema-checked, with its file's figure:
-    headline.yaml first, then the figures' files in the registry's order."""
-    items = []
-    files = ["headline.yaml", *(s.expected for s in REGISTRY.values() if s.expected)]
-
-    def order(path: Path) -> tuple:
-        return (files.index(path.name) if path.name in files else len(files), path.name)
-
-    for path in sorted(Path(directory).glob("*.yaml"), key=order):
-        try:
-            doc = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as e:
-            raise ArtifactError(f"{path.name}: not valid YAML ({str(e).splitlines()[0]})") from None
-        if not isinstance(doc, dict) or "figure" not in doc:
-            raise ArtifactError(f"{path.name}: expected a mapping with key 'figure'")
-        for section, keys in (("numbers", NUMBER_KEYS), ("claims", CLAIM_KEYS)):
-            for i, item in enumerate(doc.get(section) or []):
-                where = f"{path.name}: {section}[{i}]"
-                if not isinstance(item, dict):
-                    raise ArtifactError(f"{where}: expected a mapping")
-                _need(where, item, keys)
-                if not isinstance(item["rows"], dict):
-                    raise ArtifactError(
-                        f"{where}: 'rows' must be a mapping like {{figure: fig4, mode: derived}}, got {item['rows']!r}"
-                    )
-                if section == "numbers":
-                    if item["aggregate"] not in AGGREGATES:
-                        raise ArtifactError(
-                            f"{where}: aggregate {item['aggregate']!r}; accepted: {', '.join(AGGREGATES)}"
-                        )
-                    for k in ("value", "tolerance"):
-                        if not isinstance(item[k], int | float):
-                            raise ArtifactError(f"{where}: '{k}' must be a number, got {item[k]!r}")
-                else:
-                    if item["kind"] not in CLAIM_KINDS:
-                        raise ArtifactError(
-                            f"{where}: kind {item['kind']!r}; accepted: {', '.join(CLAIM_KINDS)}"
-                        )
-                    _need(where, item, CLAIM_KINDS[item["kind"]])
-                if not (item["scope"] == "any" or isinstance(item["scope"], list)):
-                    raise ArtifactError(f"{where}: scope must be 'any' or a list of GPU names")
-                items.append({**item, "section": section, "file_figure": doc["figure"]})
-    if not items:
-        raise ArtifactError(f"no expected/*.yaml items under '{directory}'")
-    return items
 
 
 # --- selecting rows ---------------------------------------------------------------------
@@ -191,6 +109,11 @@ def _verdict(
         "ci_high": hi,
         "verdict": verdict,
         "reason": as_sentence(reason),
+        "statement": item["statement"],
+        "metric": item.get("metric", item.get("greater_metric")),
+        "unit": "ratio" if item.get("aggregate") == "cap_increase" else None,
+        "kind": "derived" if item["rows"].get("mode") == "derived" else "measured",
+        "source": "; ".join(f"{k} {v}" for k, v in item["source"].items()),
         "item_type": "number" if item["section"] == "numbers" else "claim",
         "config_id": "",
     }
@@ -439,7 +362,11 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     if (run.summary["figure"] == "v2").any():
         v2_records = [r for r in RunStore(out).records() if r["figure"] == "v2"]
         rows_out += validation.v2_verdicts(run.summary, run.configs, v2_records)
-    return pd.DataFrame(rows_out, columns=COLUMNS)
+    verdicts = pd.DataFrame(rows_out, columns=COLUMNS)
+    summary = run.summary
+    units = summary.groupby("metric")["unit"].first() if "unit" in summary else {}  # rows' unit
+    verdicts["unit"] = verdicts["unit"].fillna(verdicts["metric"].map(units)).fillna("")
+    return verdicts
 
 
 def write_verdicts(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:

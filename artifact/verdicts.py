@@ -26,6 +26,13 @@ COLUMNS = [
     "reason",
     "n",
     "ci_method",
+    # the paper's item, for a reader: its statement, the metric and unit of expected /
+    # mean / CI ('ratio': 0.189 is 18.9 %), measured or derived, and where in the paper
+    "statement",
+    "metric",
+    "unit",
+    "kind",
+    "source",
     "item_type",  # number / claim (expected/*.yaml) or check (V1, V2: artifact.validation)
     "config_id",  # a check's configuration (empty: the item spans configurations)
 ]
@@ -39,13 +46,18 @@ def as_sentence(text: str) -> str:
     return text[0].upper() + text[1:] + ("" if text.endswith((".", ")", "!", "?")) else ".")
 
 
+def paper_items(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The rows that judge the paper's numbers and claims (not the artifact's checks)."""
+    return verdicts[verdicts.get("item_type", pd.Series("", index=verdicts.index)) != "check"]
+
+
 def tally(verdicts: pd.DataFrame) -> str:
     """One line of counts: the paper's items, then the artifact's checks (compare and the report)."""
-    is_check = verdicts.get("item_type", pd.Series("", index=verdicts.index)) == "check"
-    paper = verdicts.loc[~is_check, "verdict"].value_counts()
+    items = paper_items(verdicts)
+    paper = items["verdict"].value_counts()
     line = "paper: " + ", ".join(f"{v} {paper.get(v, 0)}" for v in VERDICTS)
-    if is_check.any():
-        checks = verdicts.loc[is_check, "verdict"].value_counts()
+    checks = verdicts.drop(items.index)["verdict"].value_counts()
+    if not checks.empty:
         line += "; checks (V1, V2): " + ", ".join(f"{v} {checks.get(v, 0)}" for v in CHECK_VERDICTS)
     return line
 

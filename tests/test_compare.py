@@ -168,6 +168,7 @@ def test_every_verdict(tmp_path, expected_dir):
         "reason",
         "n",  # added by the statistics issue: columns change only by addition
         "ci_method",
+        *("statement", "metric", "unit", "kind", "source"),  # added for the report's readers
         "item_type",  # added with the V1/V2 check rows
         "config_id",
     ]

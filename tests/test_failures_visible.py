@@ -126,11 +126,12 @@ def test_report_of_a_config_id_shared_by_three_figures(tmp_path):
     md = (tmp_path / "report" / "appendix.md").read_text()
     assert "dtype:" not in md and "Name:" not in md
     assert "| fig11 | gpt3-1.3b_fsdp_fp16_mb8_w1 | 0.01 |" in md  # V3, one row a figure
-    assert md.startswith("**Measured on 1 x NVIDIA H200: what one GPU can judge.**")
+    first = md.split("\n\n")[1]  # the first paragraph under the title
+    assert first.startswith("**Measured on 1 x NVIDIA H200: what one GPU can judge.**")
     # world size 1: every overlap item is not applicable, none judged from noise
     overlap_items = verdicts[verdicts["item"].isin(["fp16_relieves_small_models"])]
     assert set(overlap_items["verdict"]) == {"not applicable"}
-    assert "Reproduction" not in md.splitlines()[0]
+    assert "Reproduction" not in first
 
 
 def test_report_flags_a_profiled_pass_slower_than_the_timed_one(tmp_path):

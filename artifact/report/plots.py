@@ -1,4 +1,9 @@
-"""One matplotlib figure a paper figure, with 95 % CI error bars (PNG and PDF)."""
+"""One matplotlib figure a paper figure, with 95 % CI error bars (PNG and PDF).
+
+Figures speak the paper's language: the title names the paper's figure, the GPU and
+the repetitions; bars are labelled by model / parallelism / precision / micro-batch
+(what differs between them; what they share goes into the title); ratios are in %.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +16,11 @@ matplotlib.use("Agg")  # headless: CI and GPU machines have no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.colors import CenteredNorm  # noqa: E402
 
 # figure -> (records figure, [(mode, metric, legend label)], y label)
 SERIES = {
-    "fig4": ("fig4", [("derived", "slowdown", "compute slowdown (Eq. 1)")], "slowdown (ratio)"),
+    "fig4": ("fig4", [("derived", "slowdown", "compute slowdown (Eq. 1)")], "slowdown (%)"),
     "fig5": (
         "fig4",
         [
@@ -40,15 +46,38 @@ SERIES = {
             ("derived", "slowdown", "matmul slowdown"),
             ("derived", "comm_slowdown", "communication slowdown"),
         ],
-        "slowdown (ratio)",
+        "slowdown (%)",
     ),
     "fig9": (
         "fig9",
         [("overlap", "e2e_ms", "overlapped"), ("sequential", "e2e_ms", "sequential")],
         "iteration time (ms)",
     ),
-    "fig10": ("fig10", [("derived", "slowdown", "compute slowdown")], "slowdown (ratio)"),
-    "fig11": ("fig11", [("derived", "slowdown", "compute slowdown")], "slowdown (ratio)"),
+    "fig10": ("fig10", [("derived", "slowdown", "compute slowdown")], "slowdown (%)"),
+    "fig11": ("fig11", [("derived", "slowdown", "compute slowdown")], "slowdown (%)"),
+}
+# Per-figure presentation beside SERIES: the paper's figure ("title"), whether SERIES's
+# ratios are drawn in % ("percent"), and a second panel ("panel": series, y label).
+PRESENTATION = {
+    "fig4": {"title": "Fig. 4: compute slowdown under overlap", "percent": True},
+    "fig5": {"title": "Fig. 5: iteration time, overlapped vs sequential vs ideal"},
+    "fig6": {"title": "Fig. 6: GPU power, overlapped vs sequential"},
+    "fig7": {"title": "Fig. 7: GPU power over time by kernel state"},
+    "fig8": {"title": "Fig. 8: a matmul beside a 1 GiB all-reduce", "percent": True},
+    "fig9": {"title": "Fig. 9: iteration time under power caps"},
+    "fig10": {
+        "title": "Fig. 10: numeric precision, compute slowdown and peak power",
+        "percent": True,
+        "panel": (
+            [
+                ("overlap", "power_peak_pct_tdp", "peak, overlap"),
+                ("sequential", "power_peak_pct_tdp", "peak, sequential"),
+            ],
+            "peak power (% of TDP)",
+        ),
+    },
+    "fig11": {"title": "Fig. 11: TF32 tensor cores, compute slowdown", "percent": True},
+    "contention": {"title": "Contention map (beyond the paper)"},
 }
 # The paper's one Fig. 8 point (a 1 GiB all-reduce beside a matmul; FP16, the paper's
 # main precision), boxed on the contention map.
@@ -59,6 +88,67 @@ STATE_COLORS = {
     "comm_only": "tab:green",
     "idle": "tab:gray",
 }
+FAMILIES = {"gpt3": "GPT-3", "llama2": "LLaMA-2", "gpt": "GPT", "llama": "LLaMA"}
+PARALLELISMS = {
+    "fsdp": "FSDP",
+    "pipeline": "pipeline",
+    "allreduce": "all-reduce",
+    "proxy-copy": "copy proxy",
+    "proxy-nccl-onerank": "NCCL one-rank proxy",
+}
+
+
+def model_name(model: str) -> str:
+    """'gpt3-1.3b' -> 'GPT-3 1.3B', 'llama2-13b' -> 'LLaMA-2 13B', 'matmul-8192' -> '8192³ matmul'."""
+    family, _, size = str(model).partition("-")
+    if family == "matmul":
+        return f"{size}³ matmul"
+    if family not in FAMILIES:
+        return str(model)
+    return f"{FAMILIES[family]} {size.upper() if size.endswith('b') else size}"
+
+
+def _mib(n: float) -> str:
+    return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):g} MiB"
+
+
+def config_fields(config: dict) -> dict[str, str]:
+    """A configuration's readable parts: model, parallelism, precision, micro-batch, ..."""
+    fields = {
+        "model": model_name(config.get("model", "?")),
+        "parallelism": PARALLELISMS.get(config.get("parallelism"), config.get("parallelism")),
+        "precision": str(config.get("precision", "")).upper(),
+    }
+    if config.get("micro_batch") is not None:
+        fields["mb"] = f"mb {config['micro_batch']}"
+    if config.get("comm_bytes"):
+        fields["comm"] = _mib(config["comm_bytes"])
+    if "power_cap_w" in config:
+        cap = config["power_cap_w"]
+        fields["cap"] = "no cap" if cap is None else f"cap {cap:g} W"
+    return {k: v for k, v in fields.items() if v}
+
+
+def config_labels(config_ids: list[str], configs: dict) -> tuple[list[str], str]:
+    """(one label a configuration: the parts that differ between them, what they share)."""
+    fields = [config_fields(configs.get(c, {"model": c})) for c in config_ids]
+    keys = list(dict.fromkeys(k for f in fields for k in f))
+    shared = [k for k in keys if len({f.get(k) for f in fields}) == 1]
+    labels = ["\n".join(f[k] for k in keys if k in f and k not in shared) for f in fields]
+    if len(config_ids) == 1 or not any(labels):
+        labels = [" ".join(f[k] for k in keys if k in f) for f in fields]
+    return labels, ", ".join(fields[0][k] for k in shared if k in fields[0])
+
+
+def hardware(rows: pd.DataFrame, configs: dict, with_n: bool = True) -> str:
+    """'1 x NVIDIA H200, n = 5' for the rows drawn (the records' device name)."""
+    gpus = sorted({str(g) for g in rows["gpu"].dropna()})
+    world = max((configs.get(c, {}).get("world_size", 1) for c in rows["config_id"]), default=1)
+    where = "CPU (gloo)" if gpus in ([], ["cpu"]) else ", ".join(g for g in gpus if g != "cpu")
+    n = rows["n"].dropna().astype(int)
+    reps = f", n = {n.min()}" + ("" if n.min() == n.max() else f"-{n.max()}")
+    reps = reps if with_n and not n.empty else ""
+    return f"{world} x {where}{reps}"
 
 
 def _save(fig, out_dir: Path, name: str) -> Path:
@@ -78,16 +168,8 @@ def _save(fig, out_dir: Path, name: str) -> Path:
     return png
 
 
-def bar_figure(
-    figure: str, summary: pd.DataFrame, out_dir: Path, bands: list[tuple[str, float, float]]
-) -> Path | None:
-    """Grouped bars over configurations; `bands` are (label, low, high) of evaluated paper numbers."""
-    source, series, ylabel = SERIES[figure]
-    rows = summary[summary["figure"] == source]
-    configs = sorted(set(rows["config_id"]))
-    if not configs:
-        return None
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(configs) + 2), 4))
+def _bars(ax, rows: pd.DataFrame, configs: list[str], series: list, scale: float) -> None:
+    """Grouped bars, one group a configuration, with their 95 % CIs."""
     width = 0.8 / len(series)
     x = np.arange(len(configs))
     for i, (mode, metric, label) in enumerate(series):
@@ -96,42 +178,87 @@ def bar_figure(
             .set_index("config_id")
             .reindex(configs)
         )
-        mean = sel["mean"].to_numpy(float)
-        err = np.vstack(
-            [mean - sel["ci_low"].to_numpy(float), sel["ci_high"].to_numpy(float) - mean]
-        )
-        ax.bar(
-            x + (i - (len(series) - 1) / 2) * width,
-            mean,
-            width,
-            yerr=np.nan_to_num(err),
-            capsize=3,
-            label=label,
-        )
-    for label, lo, hi in bands:
-        ax.axhspan(lo, hi, color="gold", alpha=0.25, label=f"paper: {label}")
-    ax.set_xticks(x, [c.replace("_", "\n", 2) for c in configs], fontsize=7)
-    ax.set_ylabel(ylabel)
-    ax.set_title(f"{figure} (error bars: 95% CI)")
-    ax.legend(fontsize=7)
+        mean = scale * sel["mean"].to_numpy(float)
+        low, high = scale * sel["ci_low"].to_numpy(float), scale * sel["ci_high"].to_numpy(float)
+        err = np.nan_to_num(np.vstack([mean - low, high - mean]))
+        offset = (i - (len(series) - 1) / 2) * width
+        ax.bar(x + offset, mean, width, yerr=err, capsize=3, label=label)
+    ax.axhline(0, color="black", lw=0.6)
+
+
+def _bands(ax, bands: list[tuple], metrics: set[str], scale: float) -> None:
+    """The paper's numbers evaluated here: (label, low, high, metric), on the panel of their metric."""
+    for label, lo, hi, metric in bands:
+        if metric in metrics:
+            ax.axhspan(scale * lo, scale * hi, color="gold", alpha=0.3, label=f"paper: {label}")
+
+
+def bar_figure(
+    figure: str,
+    summary: pd.DataFrame,
+    out_dir: Path,
+    bands: list[tuple[str, float, float, str]],
+    configs: dict | None = None,
+) -> Path | None:
+    """Grouped bars over configurations (and fig10's power panel); `bands` are the paper's
+    evaluated numbers as (label, low, high, metric) in the metric's own unit."""
+    source, series, ylabel = SERIES[figure]
+    style, configs = PRESENTATION.get(figure, {}), configs or {}
+    rows = summary[summary["figure"] == source]
+    drawn = {m for _, m, _ in series}
+    ids = sorted(set(rows.loc[rows["metric"].isin(drawn), "config_id"]))
+    if not ids:
+        return None
+    panels = [(series, ylabel, 100.0 if style.get("percent") else 1.0)]
+    if "panel" in style and rows["metric"].isin({m for _, m, _ in style["panel"][0]}).any():
+        panels.append((*style["panel"], 1.0))  # fig10's power, where telemetry measured it
+    labels, shared = config_labels(ids, configs)
+    width = max(6.0, 1.3 * len(ids) + 2)
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(width * len(panels) ** 0.5, 4.4),
+        squeeze=False,
+        layout="constrained",
+    )
+    for ax, (panel_series, panel_ylabel, scale) in zip(axes[0], panels, strict=True):
+        _bars(ax, rows, ids, panel_series, scale)
+        _bands(ax, bands, {m for _, m, _ in panel_series}, scale)
+        ax.set_xticks(np.arange(len(ids)), labels, fontsize=8)
+        ax.set_ylabel(panel_ylabel)
+        handles = len(ax.get_legend_handles_labels()[0])
+        ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=min(handles, 3))
+    used = rows[rows["metric"].isin(drawn) & rows["config_id"].isin(ids)]
+    title = style.get("title", figure)
+    fig.suptitle(f"{title}\n{hardware(used, configs)}; {shared}".rstrip("; "), fontsize=10)
+    fig.supxlabel("error bars: 95% CI over repetitions", fontsize=7)
     return _save(fig, out_dir, figure)
 
 
-def power_trace_figure(traces: list[Path], out_dir: Path) -> Path | None:
+def power_trace_figure(
+    traces: list[Path], out_dir: Path, configs: dict | None = None, where: str = ""
+) -> Path | None:
     """Fig. 7: power (% TDP) over normalised time, coloured by kernel-timeline state."""
     if not traces:
         return None
-    fig, axes = plt.subplots(len(traces), 1, figsize=(8, 2.2 * len(traces)), squeeze=False)
+    configs = configs or {}
+    fig, axes = plt.subplots(
+        len(traces), 1, figsize=(8, 2.4 * len(traces)), squeeze=False, layout="constrained"
+    )
     for ax, path in zip(axes[:, 0], traces, strict=True):
         df = pd.read_csv(path)
         ax.plot(df["t_norm"], df["power_pct_tdp"], color="black", lw=0.8)
         for state, color in STATE_COLORS.items():
             sel = df[df["state"] == state]
-            ax.scatter(sel["t_norm"], sel["power_pct_tdp"], s=6, color=color, label=state)
-        ax.set_title(path.stem.replace("-power", ""), fontsize=8)
+            label = state.replace("_", " ")
+            ax.scatter(sel["t_norm"], sel["power_pct_tdp"], s=6, color=color, label=label)
+        cid = path.stem.removesuffix("-power")
+        ax.set_title(" ".join(config_fields(configs.get(cid, {"model": cid})).values()), fontsize=8)
         ax.set_ylabel("% of TDP")
         ax.legend(fontsize=6, ncol=4)
-    axes[-1, 0].set_xlabel("time (normalised)")
+    axes[-1, 0].set_xlabel("time (normalised to the sampled window)")
+    title = PRESENTATION["fig7"]["title"]
+    fig.suptitle(f"{title}\n{where}; repetition 0 (its power samples)", fontsize=10)
     return _save(fig, out_dir, "fig7")
 
 
@@ -155,11 +282,34 @@ def contention_grid(
     }
 
 
+def _heat_panel(ax, grid: pd.DataFrame, norm: CenteredNorm, paper_point: dict):
+    """One mechanism's heat map, in %, with the paper's Fig. 8 point boxed."""
+    values = 100 * grid.to_numpy(float)
+    image = ax.imshow(values, cmap="RdBu_r", norm=norm)
+    for (i, j), v in np.ndenumerate(values):
+        dark = not np.isnan(v) and abs(v) > 0.6 * norm.halfrange
+        text = "-" if np.isnan(v) else f"{v:.0f}"
+        ax.text(
+            j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "black"
+        )
+    ax.set_xticks(range(grid.shape[1]), [f"{m:g}" for m in grid.columns], fontsize=7)
+    ax.set_yticks(range(grid.shape[0]), list(grid.index), fontsize=7)
+    ax.set_xlabel("communication size (MiB)", fontsize=7)
+    mib = paper_point["comm_bytes"] / (1 << 20)
+    if paper_point["compute"] in grid.index and mib in grid.columns:
+        i, j = list(grid.index).index(paper_point["compute"]), list(grid.columns).index(mib)
+        box = plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2, edgecolor="black")
+        ax.add_patch(box)
+    return image
+
+
 def contention_figure(
     summary: pd.DataFrame, configs: dict[str, dict], out_dir: Path, paper_point: dict
 ) -> Path | None:
     """Heat maps of compute and communication slowdown over communication size x compute
-    kind, one column a mechanism; the paper's one Fig. 8 point is boxed in blue."""
+    kind, one column a mechanism. Diverging colours centred on 0 (a speed-up is blue, not
+    clipped), one scale a quantity (a row shares its colour bar); the paper's Fig. 8
+    point is boxed."""
     panels = [
         ("slowdown", "compute slowdown (Eq. 1)"),
         ("comm_slowdown", "communication slowdown"),
@@ -169,46 +319,30 @@ def contention_figure(
     if not mechs:
         return None
     fig, axes = plt.subplots(
-        len(panels), len(mechs), figsize=(4.8 * len(mechs), 3.4 * len(panels)), squeeze=False
+        len(panels),
+        len(mechs),
+        figsize=(4.6 * len(mechs) + 1, 3.4 * len(panels)),
+        squeeze=False,
+        layout="constrained",
     )
     for r, (metric, title) in enumerate(panels):
+        found = [100 * g.to_numpy(float) for g in grids[metric].values()]
+        peak = max([5.0] + [float(np.nanmax(np.abs(v))) for v in found if np.isfinite(v).any()])
+        norm = CenteredNorm(vcenter=0.0, halfrange=peak)
+        image = None
         for c, mech in enumerate(mechs):
-            ax = axes[r, c]
-            grid = grids[metric].get(mech)
+            ax, grid = axes[r, c], grids[metric].get(mech)
             if grid is None:
                 ax.set_axis_off()
                 continue
-            values = 100 * grid.to_numpy(float)
-            image = ax.imshow(values, cmap="magma_r", vmin=0, vmax=max(50, np.nanmax(values)))
-            for (i, j), v in np.ndenumerate(values):
-                ax.text(
-                    j,
-                    i,
-                    "-" if np.isnan(v) else f"{v:.0f}",
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                    color="white" if v > 30 else "black",
-                )
-            ax.set_xticks(range(grid.shape[1]), [f"{m:g}" for m in grid.columns], fontsize=7)
-            ax.set_yticks(range(grid.shape[0]), list(grid.index), fontsize=7)
-            ax.set_xlabel("communication size (MiB)", fontsize=7)
-            ax.set_title(f"{mech}: {title} (%)", fontsize=8)
-            mib = paper_point["comm_bytes"] / (1 << 20)
-            if paper_point["compute"] in grid.index and mib in grid.columns:
-                i, j = list(grid.index).index(paper_point["compute"]), list(grid.columns).index(mib)
-                ax.add_patch(
-                    plt.Rectangle(
-                        (j - 0.5, i - 0.5),
-                        1,
-                        1,
-                        fill=False,
-                        lw=2,
-                        edgecolor="deepskyblue",
-                    )
-                )
-            fig.colorbar(image, ax=ax, fraction=0.046)
+            image = _heat_panel(ax, grid, norm, paper_point)
+            ax.set_title(f"{PARALLELISMS.get(mech, mech)}: {title} (%)", fontsize=8)
+        if image is not None:
+            fig.colorbar(image, ax=list(axes[r]), fraction=0.03, label=f"{title} (%)")
+    rows = summary[summary["figure"] == "contention"]
     fig.suptitle(
-        "Contention map (rows: compute kinds by arithmetic intensity, low to high)", fontsize=9
+        f"{PRESENTATION['contention']['title']}: {hardware(rows, configs)}\n"
+        "rows: compute kinds by arithmetic intensity, low to high; boxed where measured: the paper's Fig. 8 point",
+        fontsize=9,
     )
     return _save(fig, out_dir, "contention")

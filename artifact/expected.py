@@ -1,0 +1,93 @@
+"""expected/*.yaml: the paper's numbers and claims, loaded and schema-checked.
+
+Read by compare (which judges them) and by the report (which lists them beside the
+experiments that test them); judging nothing itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from artifact.env import REPO_ROOT
+from artifact.errors import ArtifactError
+from artifact.figures import REGISTRY
+
+EXPECTED_DIR = REPO_ROOT / "expected"
+AGGREGATES = ("mean", "max", "cap_increase")
+CLAIM_KINDS = {
+    "every_row_positive": ("metric",),
+    "group_greater": ("metric", "greater", "lesser"),
+    "metric_greater": ("greater_metric", "lesser_metric"),
+    "increases_with": ("metric", "along"),
+    "decreases_with": ("metric", "along"),
+}
+NUMBER_KEYS = (
+    "id",
+    "statement",
+    "metric",
+    "rows",
+    "aggregate",
+    "value",
+    "tolerance",
+    "tolerance_why",
+    "source",
+    "scope",
+)
+CLAIM_KEYS = ("id", "statement", "kind", "rows", "source", "scope")
+
+
+def _need(where: str, item: dict, keys: tuple[str, ...]) -> None:
+    for k in keys:
+        if k not in item:
+            raise ArtifactError(f"{where}: missing key '{k}' (expected keys: {', '.join(keys)})")
+
+
+def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
+    """Every item of every expected/*.yaml, schema-checked, with its file's figure:
+    headline.yaml first, then the figures' files in the registry's order."""
+    items = []
+    files = ["headline.yaml", *(s.expected for s in REGISTRY.values() if s.expected)]
+
+    def order(path: Path) -> tuple:
+        return (files.index(path.name) if path.name in files else len(files), path.name)
+
+    for path in sorted(Path(directory).glob("*.yaml"), key=order):
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as e:
+            raise ArtifactError(f"{path.name}: not valid YAML ({str(e).splitlines()[0]})") from None
+        if not isinstance(doc, dict) or "figure" not in doc:
+            raise ArtifactError(f"{path.name}: expected a mapping with key 'figure'")
+        for section, keys in (("numbers", NUMBER_KEYS), ("claims", CLAIM_KEYS)):
+            for i, item in enumerate(doc.get(section) or []):
+                where = f"{path.name}: {section}[{i}]"
+                if not isinstance(item, dict):
+                    raise ArtifactError(f"{where}: expected a mapping")
+                _need(where, item, keys)
+                if not isinstance(item["rows"], dict):
+                    raise ArtifactError(
+                        f"{where}: 'rows' must be a mapping like {{figure: fig4, mode: derived}}, got {item['rows']!r}"
+                    )
+                if section == "numbers":
+                    if item["aggregate"] not in AGGREGATES:
+                        raise ArtifactError(
+                            f"{where}: aggregate {item['aggregate']!r}; accepted: {', '.join(AGGREGATES)}"
+                        )
+                    for k in ("value", "tolerance"):
+                        if not isinstance(item[k], int | float):
+                            raise ArtifactError(f"{where}: '{k}' must be a number, got {item[k]!r}")
+                else:
+                    if item["kind"] not in CLAIM_KINDS:
+                        raise ArtifactError(
+                            f"{where}: kind {item['kind']!r}; accepted: {', '.join(CLAIM_KINDS)}"
+                        )
+                    _need(where, item, CLAIM_KINDS[item["kind"]])
+                if not (item["scope"] == "any" or isinstance(item["scope"], list)):
+                    raise ArtifactError(f"{where}: scope must be 'any' or a list of GPU names")
+                items.append({**item, "section": section, "file_figure": doc["figure"]})
+    if not items:
+        raise ArtifactError(f"no expected/*.yaml items under '{directory}'")
+    return items

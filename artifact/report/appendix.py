@@ -1,0 +1,385 @@
+"""The ACM / cTuning artifact appendix (ae.tex) sections, filled from the run: abstract,
+check-list (meta-information), description, installation, experiment workflow,
+customization and notes; and the verdict rows in the paper's words and units."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+
+from artifact import plan
+from artifact.config import get_preset
+from artifact.env import REPO_ROOT
+from artifact.expected import load_expected
+from artifact.figures import ALL, OWN_RECORDS, REGISTRY, spec_of
+from artifact.report.document import Doc
+from artifact.report.facts import (
+    PINNED,
+    PROVENANCE_KEYS,
+    Run,
+    as_value,
+    folder_bytes,
+    hardware_line,
+    not_run,
+    pins,
+    stack_deviations,
+)
+from artifact.report.plots import model_name
+from artifact.verdicts import paper_items
+
+VERDICT_LEGEND = (
+    "Expected: the paper's number with the tolerance expected/*.yaml gives it (its reason is there), or the claim's test. "
+    "Ratios are shown in % and tolerances in percentage points (pts); '% of TDP' is power as a share of the enforced power limit. "
+    "Kind: measured (timers, profiler traces, power sampler) or derived (an equation on measured means, e.g. Eq. 1's slowdown). "
+    "n: the fewest repetitions among the rows judged (a verdict needs 5). "
+    "(s) in a source marks a secondary reading of the paper (read off a chart or inferred from its text)."
+)
+# compare's wording of a claim's test -> the paper's words
+CLAIM_WORDS = {
+    "> 0": "above 0 in every configuration",
+    "power_overlap_pct_tdp": "power in overlap windows",
+    "power_compute_only_pct_tdp": "power in compute-only windows",
+    "increases with params": "rises with model size",
+    "decreases with power_cap_w": "falls as the power cap rises",
+    "parallelism fsdp": "FSDP",
+    "parallelism pipeline": "pipeline",
+    "precision fp32": "FP32",
+    "precision fp16": "FP16",
+    "precision tf32": "TF32",
+}
+KICK_THE_TIRES = (
+    "python3 -m nox -s fig8 -- --out results/kick && "
+    "python3 -m nox -s fig4 -- --out results/kick && python3 -m nox -s report -- results/kick"
+)
+PAPER_GPUS, PAPER_GPU_GIB = 4, 80.0  # the paper's node: 4 GPUs (A100 / H100: 80 GiB)
+
+
+def _number(x: float, unit: str) -> str:
+    return f"{100 * x:.3g}" if unit == "ratio" else f"{x:.4g}"
+
+
+def in_unit(x: float, unit: str, metric: str) -> str:
+    """0.189 ('ratio') -> '18.9 %'; 140 ('%', a *_pct_tdp metric) -> '140 % of TDP'."""
+    if unit in ("ratio", "%"):
+        tdp = " of TDP" if str(metric).endswith("_pct_tdp") else ""
+        return f"{_number(x, unit)} %{tdp}"
+    return f"{x:.4g} {unit}".strip()
+
+
+def unit_of(r) -> str:
+    """The verdict's unit; where the run measured nothing of its metric (verdicts.csv's unit
+    is empty), expected/'s own convention: % of TDP for *_pct_tdp, otherwise a ratio."""
+    if str(r.unit):
+        return str(r.unit)
+    return "%" if str(r.metric).endswith("_pct_tdp") else "ratio"
+
+
+def expected_text(r) -> str:
+    """The paper's number with its unit and tolerance, or the claim's test in words."""
+    if str(r.tolerance) == "":
+        text = str(r.expected)
+        for words, plain in CLAIM_WORDS.items():
+            text = text.replace(words, plain)
+        return text or "the claim holds"
+    value, tol, unit = float(r.expected), float(r.tolerance), unit_of(r)
+    spread = f"{_number(tol, unit)} pts" if unit in ("ratio", "%") else f"{tol:g} {unit}"
+    return f"{in_unit(value, unit, r.metric)} ± {spread}".strip()
+
+
+def measured_text(r) -> str:
+    """This run's mean and 95 % CI in the verdict's unit; a claim between two groups or
+    metrics shows the difference of their means."""
+    if r.mean is None or math.isnan(float(r.mean)):
+        return "-"
+    mean, unit = float(r.mean), unit_of(r)
+    if " above " in str(r.expected):  # group_greater / metric_greater: a difference of means
+        pts = unit in ("ratio", "%")
+        return (
+            f"difference {_number(mean, unit) if pts else f'{mean:.4g}'} {'pts' if pts else unit}"
+        )
+    if math.isnan(float(r.ci_low)):
+        return in_unit(mean, unit, r.metric)
+    return (
+        f"{in_unit(mean, unit, r.metric)} [{_number(r.ci_low, unit)}, {_number(r.ci_high, unit)}]"
+    )
+
+
+def _source(source: str) -> str:
+    """compare's 'section V; figure Fig. 4; gpu H100; ...' -> 'Fig. 4, Sec. V; H100; ...'."""
+    parts = dict(p.split(" ", 1) for p in str(source).split("; ") if " " in p)
+    head = ", ".join(
+        x
+        for x in (
+            parts.pop("figure", ""),
+            f"Sec. {parts.pop('section')}" if "section" in parts else "",
+        )
+        if x
+    )
+    return "; ".join([head, *parts.values()]) if head or parts else "-"
+
+
+def verdict_row(r) -> list[str]:
+    n = "-" if r.n is None or (isinstance(r.n, float) and math.isnan(r.n)) else f"{int(r.n)}"
+    statement = str(r.statement) or str(r.item)
+    return [
+        _source(r.source),
+        statement,
+        expected_text(r),
+        measured_text(r),
+        n,
+        str(r.kind) or "-",
+        r.verdict,
+        r.reason,
+    ]
+
+
+def claims_to_experiments(verdicts) -> list[list[str]]:
+    """One row an experiment: the paper items (expected/*.yaml) whose rows it records."""
+    by_item = verdicts.set_index("item")["verdict"].to_dict()
+    tested: dict[str, list[dict]] = {}
+    for item in load_expected():
+        figures = item["rows"].get("figure", item["file_figure"])
+        for fig in figures if isinstance(figures, list) else [figures]:
+            tested.setdefault(spec_of(fig).records, []).append(item)
+    rows = []
+    for exp in (e for e in OWN_RECORDS if e in tested):
+        served = [f for f, s in REGISTRY.items() if s.records_of == exp]
+        label = exp + (f" (also {', '.join(served)})" if served else "")
+        items = tested[exp]
+        here = [by_item.get(i["id"], "not judged") for i in items]
+        tally = ", ".join(f"{here.count(v)} {v}" for v in dict.fromkeys(here))
+        seconds = plan.QUICK_H200_MEASURED_S.get(exp)
+        rows.append([label, f"`nox -s {exp}`", "; ".join(i["statement"] for i in items), tally, plan._dur(seconds) if seconds else "-"])  # fmt: skip
+    return rows
+
+
+def abstract(doc: Doc, run: Run) -> None:
+    doc.h(1, "A. Abstract")
+    items = paper_items(run.verdicts)
+    judged = items["verdict"].isin(["reproduced", "not reproduced"]).sum()
+    doc.p(
+        "This artifact measures how much compute kernels slow down when NCCL/RCCL collectives run beside them during distributed training (DeepSpeed ZeRO-3 as the paper's FSDP, Megatron-core pipeline parallelism) and in a matmul/all-reduce microbenchmark, what that does to iteration time and GPU power, and judges the paper's numbers and claims against the results. "
+        f"This report is of one run on {hardware_line(run.provenance, run.configs)}: {judged} of the paper's {len(items)} items were judged here; the others say why not."
+    )
+
+
+def _time_rows() -> list[list[str]]:
+    """Wall time an experiment by hardware: measured (plan's tables) and estimated (plan)."""
+    paper = get_preset("paper")
+    rows = []
+    for exp in OWN_RECORDS:
+        est = plan.totals(plan.build(paper, [exp], PAPER_GPUS, PAPER_GPU_GIB))
+        rows.append(
+            [
+                exp,
+                plan._dur(plan.TINY_MEASURED_S[exp]),
+                plan._dur(plan.QUICK_H200_MEASURED_S[exp]),
+                plan._dur(est["time_s"])
+                + (
+                    f" ({est['fit']} of {est['configurations']} configurations fit)"
+                    if est["fit"] < est["configurations"]
+                    else ""
+                ),
+            ]
+        )
+    return rows
+
+
+def _license() -> str:
+    path = REPO_ROOT / "pyproject.toml"
+    if not path.is_file():
+        return "-"
+    return tomllib.loads(path.read_text())["project"].get("license", {}).get("text", "-")
+
+
+def _models(run: Run) -> str:
+    training = run.summary["parallelism"].isin(["fsdp", "pipeline"])
+    trained = sorted({model_name(m) for m in run.summary.loc[training, "model"]})
+    return ", ".join(trained) or "none (no training figure ran)"
+
+
+def _figures_line(run: Run) -> str:
+    ran = [f for f in OWN_RECORDS if not not_run(f, run)]
+    skipped = [f for f in OWN_RECORDS if not_run(f, run)]
+    return f"ran {', '.join(ran) or 'none'}" + (
+        f"; not run or failed: {', '.join(skipped)}" if skipped else ""
+    )
+
+
+def checklist(doc: Doc, run: Run) -> None:
+    doc.h(1, "B. Artifact check-list (meta-information)")
+    prov = run.provenance
+    paper = plan.totals(
+        plan.build(get_preset("paper"), plan._figures([]), PAPER_GPUS, PAPER_GPU_GIB)
+    )
+    disk = {part: folder_bytes(run.out / part) for part in ("records", "traces", "logs")}
+    shared = bool(run.ran_on.get("other_gpu_processes"))
+    doc.items(
+        [
+            "**Algorithm:** the paper's Eq. 1 (compute slowdown), Eq. 3 and Eq. 4 (ideal E2E, derived), the sequential penalty; overlap fraction by an interval sweep over profiler traces; 95% CIs over repetitions.",
+            f"**Program:** PyTorch {as_value(prov.get('torch'))}, DeepSpeed {as_value(prov.get('deepspeed'))}, Megatron-core {as_value(prov.get('megatron_core'))}, NCCL {as_value(prov.get('nccl'))} (this run; pins in C.3), NVML / AMD-SMI.",
+            "**Compilation:** none (Python). On a CPU, DeepSpeed builds its shared-memory op on first use (about 40 s).",
+            f"**Model:** GPT-3 1.3B-13B and LLaMA-2 13B shapes (artifact/config.py), randomly initialised; no weights are downloaded. This run: {_models(run)}.",
+            "**Data set:** synthetic token sequences made on the device (artifact/workloads/models.py); nothing is downloaded.",
+            f"**Run-time environment:** Linux, Python {as_value(prov.get('python'))}; the Docker images (Dockerfile.cuda, Dockerfile.rocm) pin the whole stack.",
+            f"**Hardware:** this run: {hardware_line(prov, run.configs)}. The paper: 4 GPUs of one node (A100, H100, MI250 or MI210). Requirements: C.2.",
+            f"**Run-time state:** an idle GPU (GPUs another process uses are refused unless `--allow-shared-device`; this run: {'shared, flagged above' if shared else 'not shared'}); power limits are changed only by fig9 with `--allow-power-cap`, and restored.",
+            "**Execution:** `python3 -m nox -s all`: torchrun starts one process a GPU; each repetition runs every mode (overlap, sequential, nocomm), timed, then profiled, then under the power sampler.",
+            "**Metrics:** kernel time by class, E2E iteration time, overlap fraction, MFU, power (mean from the energy counter, peak from the instant field) and energy.",
+            "**Output:** summary.csv, verdicts.csv, this report (Markdown, HTML, LaTeX) and its figures.",
+            f"**Experiments:** this run {_figures_line(run)}.",
+            f"**How much disk space is required (approximately)?** This run's folder holds records {plan._size(disk['records'])}, profiler traces {plan._size(disk['traces'])} and logs {plan._size(disk['logs'])}. The pinned `.venv/` about 1.7 GB; the CUDA image 8-10 GB (docs/docker.md); the paper preset's records and traces about {plan._size(paper['disk_bytes'])} (plan's estimate).",
+            "**How much time is needed to prepare the workflow (approximately)?** About 2.5 min for `.venv/` on 2 CPU cores (the first nox session); a Docker build downloads about as much.",
+            "**How much time is needed to complete experiments (approximately)?** About 2.3 min on 2 CPU cores (tiny), 19 min on one H200 (quick), and on 4 GPUs of 80 GiB (paper) at least the estimate below; per experiment:",
+        ]
+    )
+    doc.table(
+        [
+            "experiment",
+            "tiny, 2 CPU cores (measured)",
+            "quick, one H200 (measured)",
+            "paper, 4 x 80 GiB GPUs (plan's lower bound)",
+        ],  # fmt: skip
+        _time_rows(),
+    )
+    doc.items(
+        [
+            "**Publicly available?** Yes: this repository.",
+            f"**Code licenses:** {_license()} (LICENSE).",
+            "**Data licenses:** none: no data set is used.",
+            "**Workflow framework used?** nox (noxfile.py: one session an experiment, `all`, `report`, `tests`); Docker.",
+            "**Archived (DOI)?** Not yet.",
+            "**Badges sought:** Artifacts Available; Artifacts Evaluated - Functional (any CPU or GPU: the tiny preset runs every code path); Results Reproduced (needs 4 GPUs of one node: with fewer, the overlap claims are not applicable).",
+        ]
+    )
+
+
+def description(doc: Doc, run: Run) -> None:
+    doc.h(1, "C. Description")
+    doc.h(2, "C.1 How to access")
+    doc.p(
+        f"This repository (this run: commit {as_value(run.provenance.get('git_commit'))[:12]}), {_license()}; the images build from Dockerfile.cuda and Dockerfile.rocm (docs/docker.md)."
+    )
+    doc.h(2, "C.2 Hardware dependencies")
+    quick = plan.build(get_preset("quick"), plan._figures([]), 1, 141.0)
+    paper = plan.build(get_preset("paper"), plan._figures([]), PAPER_GPUS, PAPER_GPU_GIB)
+    fits_141 = plan.totals(plan.build(get_preset("paper"), plan._figures([]), PAPER_GPUS, 141.0))
+    peak = max(r.memory_gib or 0 for r in quick)
+    doc.items(
+        [
+            "**GPUs:** 4 of one node for the paper's claims (a collective on one GPU moves no data: the training figures' overlap items are then not applicable); 1 GPU for the quick preset; a CPU for the tiny functional check. NVIDIA (CUDA 13, driver R580 or newer) or AMD (ROCm).",
+            f"**GPU memory:** quick needs at most {peak:.0f} GiB a GPU (artifact.memory's estimate, FP32 rows); paper on 4 GPUs: {plan.totals(paper)['fit']} of {len(paper)} configurations fit 80 GiB, {fits_141['fit']} fit 141 GiB; the rest are recorded 'not run' with their estimate (`nox -s plan -- --preset paper --gpus 4`).",
+            "**Interconnect:** the collectives run over the node's GPU links (NVLink / NVSwitch, AMD Infinity Fabric, or PCIe); their bandwidth sets how long communication runs beside compute, so slowdowns are comparable only on similar links. Several nodes: torchrun rendezvous (docs/slurm.md).",
+            "**Root, for fig9 only:** setting power limits needs root on the GPU (`--allow-power-cap`; in Docker `--user root --cap-add SYS_ADMIN`, docs/docker.md). Without it fig9 is recorded 'not run' and nothing on the GPU changes.",
+            "**Power telemetry:** NVML or AMD-SMI for Figs. 6 and 7 and every power number; without it those are 'not run'.",
+        ]
+    )
+    doc.h(2, "C.3 Software dependencies")
+    pinned = pins()
+    deviations = stack_deviations(run, pinned)
+    doc.p(
+        f"Pinned in pyproject.toml and requirements/ (every package by version; the images by digest and hash): {', '.join(f'{d} {pinned[d]}' for d in PINNED.values() if d in pinned)}. "
+        + (
+            f"**This run differs from the pins:** {'; '.join(deviations)}."
+            if deviations
+            else "This run used the pinned versions."
+        )
+    )
+    doc.h(2, "C.4 Data sets")
+    doc.p(
+        "None: token sequences are synthetic, made on the device from a seeded random pattern (artifact/workloads/models.py, `synthetic_batch`)."
+    )
+    doc.h(2, "C.5 Models")
+    doc.p(
+        f"GPT-3 XL (1.3B), 2.7B, 6.7B, 13B and LLaMA-2 13B, built from their papers' shapes (artifact/config.py), randomly initialised. This run: {_models(run)}."
+    )
+
+
+def installation(doc: Doc) -> None:
+    doc.h(1, "D. Installation")
+    doc.p(
+        "On Linux with Python >= 3.11: `python3 -m pip install nox==2026.10.20`, then any session (`python3 -m nox -s all`) builds `.venv/` from the pins on first use (about 2.5 min, 1.7 GB). Or the image: `docker build -f Dockerfile.cuda -t overlap-artifact:cuda .` (run flags in docs/docker.md)."
+    )
+
+
+def workflow(doc: Doc) -> None:
+    doc.h(1, "E. Experiment workflow")
+    doc.p(
+        "`python3 -m nox -s all` prints the plan (memory, time and disk of every configuration), runs every experiment into one folder (`results/<time>-<preset>/`), going on past a failing one, then `summarize` (summary.csv, 95% CIs), `compare` (verdicts.csv) and `report` (this appendix). Each experiment: torchrun starts one process a GPU; each repetition runs every mode in rotated order; records are written atomically and a re-run resumes where it stopped."
+    )
+    doc.p(
+        f"**Kick the tires (about 5 minutes on one GPU, plus the first install):** `{KICK_THE_TIRES}`. It runs the Fig. 8 microbenchmark (120 s on one H200) and the smallest training configuration of Figs. 4 and 5 (169 s), five repetitions each (the quick preset's, the fewest a verdict accepts), then the verdicts and this report (about 15 s); the first session also builds `.venv/`. On a CPU the same line runs the tiny preset: 169 s on 2 shared cores, DeepSpeed's first op build included."
+    )
+
+
+def customization(doc: Doc) -> None:
+    doc.h(1, "G. Experiment customization")
+    doc.p(
+        "`nox -s figN -- --preset quick|paper --models ... --reps N --precision ... --out DIR`; `nox -s fig8 -- --help` lists every option; `nox -s plan -- --preset paper --gpus 4 --gpu-memory-gib 80` says what a run will cost before it starts. New figures and models: docs/extending.md."
+    )
+
+
+def _run_notes(run: Run) -> list[str]:
+    """What a reader must know about this run's numbers, from what it recorded."""
+    summary, notes = run.summary, []
+    if not run.provenance.get("gpu_count"):
+        notes.append(
+            "Every row comes from a CPU (gloo): a functional check; no claim of the paper is evaluated."
+        )
+    proxies = sorted({p for p in summary["parallelism"].astype(str) if p.startswith("proxy")})
+    if proxies:
+        notes.append(
+            f"One GPU: the microbenchmarks used labelled proxies for the all-reduce ({', '.join(proxies)}); verdicts on their rows say '(rows include one-GPU proxies)'."
+        )
+    if any("shim" in str(n) for n in summary["note"].dropna()):
+        notes.append(
+            "Megatron-core ran on the CPU through a CUDA-to-CPU shim (the rows' notes say so)."
+        )
+    fig9 = run.status.get("fig9", {})
+    if fig9.get("status") == "not run" and fig9.get("planned_caps_w"):
+        caps = ", ".join(f"{c:g}" for c in fig9["planned_caps_w"])
+        notes.append(
+            f"Fig. 9 did not run ({fig9.get('reason')}); it would have capped the GPU at {caps} W and restored {as_value(fig9.get('limit_w'))} W."
+        )
+    elif fig9.get("status") == "ran":
+        notes.append("Fig. 9 changed the GPU's power limit and restored it (status/fig9.json).")
+    for deviation in stack_deviations(run):
+        notes.append(f"Measured with {deviation}: a run on the pinned stack may differ.")
+    return notes or ["Nothing unusual was recorded."]
+
+
+def notes(doc: Doc, run: Run) -> None:
+    doc.h(1, "H. Notes")
+    doc.items(_run_notes(run))
+    doc.h(2, "What was not run, or failed, and why")
+    missing = [f"{fig}: {why}" for fig in ALL if (why := not_run(fig, run))]
+    missing += [
+        f"{fig}: {config_id}: {st['status']}: {st['reason']}"
+        for fig, fst in run.status.items()
+        for config_id, st in sorted(fst.get("configs", {}).items())
+    ]
+    prov = run.provenance
+    if prov.get("world_size") == 1 and prov.get("gpu_count"):
+        missing.append(
+            "contention map, NCCL CTA-limit ablation: needs 2+ GPUs (one rank's NCCL kernel ignores CTA limits)"
+        )
+    if prov.get("gpu_count", 0) in (0, None):
+        missing.append("every GPU measurement: no GPU on this machine")
+    if prov.get("device_kind") != "rocm":
+        missing.append(
+            "AMD GPUs (MI250, MI210; half of the paper's systems): this machine has none"
+        )
+    doc.items(missing)
+    doc.h(2, "Environment and provenance")
+    pinned = pins()
+    doc.table(
+        ["key", "value", "pinned"],
+        [
+            [k, str(prov.get(k, "-")), pinned.get(PINNED.get(k, ""), "")]
+            for k in (*PROVENANCE_KEYS, "nvidia_ml_py")
+        ],
+    )
+    doc.h(2, "Methodology")
+    doc.p(
+        "Submission, reviewing and badging: ACM's Artifact Review and Badging (https://www.acm.org/publications/policies/artifact-review-and-badging-current) and the cTuning artifact evaluation guidelines (https://ctuning.org/ae/). How every number is measured: docs/measurement.md and docs/design.md."
+    )

@@ -1,0 +1,155 @@
+"""The run the report describes: its folder's tables loaded once, and the facts of its
+first screen (dates, hardware, the stack against its pins, what ran, disk use)."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from artifact.aggregate import load_summary
+from artifact.env import FINGERPRINT_KEYS, REPO_ROOT
+from artifact.figures import spec_of
+from artifact.store import RunStore
+from artifact.verdicts import COLUMNS, load_verdicts
+
+TITLE = "Artifact appendix: Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning (Lee et al., arXiv 2507.03114)"
+# what makes an environment (the mixing check's keys), and how the run used it
+PROVENANCE_KEYS = (*FINGERPRINT_KEYS, "python", "preset", "world_size", "nnodes", "power_backend")
+# provenance key -> the distribution pyproject.toml pins it as
+PINNED = {
+    "torch": "torch",
+    "deepspeed": "deepspeed",
+    "megatron_core": "megatron-core",
+    "nvidia_ml_py": "nvidia-ml-py",
+}
+
+
+@dataclass
+class Run:
+    """What the report reads from a results folder, loaded once."""
+
+    out: Path
+    summary: pd.DataFrame
+    verdicts: pd.DataFrame
+    status: dict
+    ran_on: dict  # provenance.json, written by summarize (aggregate.provenance_of)
+    configs: dict
+    made: list[Path] = field(default_factory=list)
+
+    @property
+    def provenance(self) -> dict:
+        return self.ran_on.get("provenance", {})
+
+    def seen(self, key: str) -> list[str]:
+        """Every value of a provenance key the run's records hold (VARYING_KEYS)."""
+        return self.ran_on.get("values", {}).get(key, [])
+
+    @property
+    def fig_dir(self) -> Path:
+        return self.out / "report" / "figures"
+
+
+def load_run(out: Path) -> Run:
+    store = RunStore(out)
+    summary = load_summary(out)
+    verdicts = load_verdicts(out)  # compare judges; the report only reads
+    for column in COLUMNS:  # a verdicts.csv written before a column existed
+        if column not in verdicts:
+            verdicts[column] = ""
+    return Run(
+        out,
+        summary,
+        verdicts,
+        store.status(),
+        _json(out / "provenance.json"),
+        _json(out / "configs.json"),
+    )
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def figure_status(fig: str, status: dict, summary: pd.DataFrame) -> tuple[str, str]:
+    """(category, detail) of a figure: 'ran', 'ran partly', 'not run' or 'failed'.
+
+    'failed' covers a crash, an interruption and a run killed before it finished (its
+    status still says 'running'); 'not run' is a figure the machine cannot run or an
+    opt-in one; 'ran partly' names the configurations the device could not run."""
+    src = spec_of(fig).records
+    st = status.get(src)
+    has_rows = not summary[summary["figure"] == src].empty
+    if st is None:
+        return ("ran", "") if has_rows else ("not run", "no records in this folder")
+    if st["status"] == "running":
+        return "failed", "interrupted: the run stopped before it finished"
+    if st["status"] in ("failed", "not run"):
+        return st["status"], st["reason"]
+    skipped = st.get("configs", {})
+    if skipped:
+        reasons = sorted({c["reason"] for c in skipped.values()})
+        return "ran partly", f"{len(skipped)} configuration(s) not run: {'; '.join(reasons)}"
+    return ("ran", "") if has_rows else ("not run", "no records in this folder")
+
+
+def not_run(fig: str, run: Run) -> str | None:
+    """Why `fig` has nothing to show ('failed: ...', 'not run: ...'), or None if it ran."""
+    category, detail = figure_status(fig, run.status, run.summary)
+    return None if category.startswith("ran") else f"{category}: {detail}"
+
+
+def as_value(x) -> str:
+    return "-" if x in (None, "") else str(x)
+
+
+def run_dates(run: Run) -> tuple[str, str]:
+    """First and last record timestamps, as 'YYYY-MM-DD HH:MM' (UTC)."""
+    stamps = run.ran_on.get("timestamps") or ["-"]
+    short = [s[:16].replace("T", " ") for s in (stamps[0], stamps[-1])]
+    return short[0], short[1]
+
+
+def hardware_line(prov: dict, configs: dict) -> str:
+    """'1 x NVIDIA H200 (driver ..., CUDA ...), world size 1' or the CPU's processes."""
+    worlds = sorted({int(c.get("world_size", 1)) for c in configs.values()}) or [1]
+    sizes = ", ".join(map(str, worlds))
+    if not prov.get("gpu_count"):
+        cpu = f"{as_value(prov.get('cpu_model'))}, {as_value(prov.get('cpu_count'))} cores"
+        return f"CPU only ({cpu}): {sizes} gloo processes"
+    runtime = f"CUDA {prov['cuda']}" if prov.get("cuda") else f"ROCm {as_value(prov.get('rocm'))}"
+    nodes = prov.get("nnodes") or 1
+    return (
+        f"{prov['gpu_count']} x {prov.get('gpu_model')} (driver {as_value(prov.get('driver'))}, "
+        f"{runtime}){f', {nodes} nodes' if nodes > 1 else ''}; world size {sizes}"
+    )
+
+
+def pins(root: Path = REPO_ROOT) -> dict[str, str]:
+    """Distribution -> the version pyproject.toml pins (empty where it is not found)."""
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    deps = tomllib.loads(path.read_text())["project"]["dependencies"]
+    return dict(d.split("==", 1) for d in deps if "==" in d)
+
+
+def stack_deviations(run: Run, pinned: dict[str, str] | None = None) -> list[str]:
+    """'torch 2.11.0+cu130 (pinned 2.13.0)' for every version the records ran with that is
+    not the pinned one; a local build tag (+cu130, +cpu) is not a deviation."""
+    pinned = pins() if pinned is None else pinned
+    out = []
+    for key, dist in PINNED.items():
+        want = pinned.get(dist)
+        for version in run.seen(key):
+            if want and re.split(r"\+", version)[0] != want:
+                out.append(f"{dist} {version} (pinned {want})")
+    return out
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0

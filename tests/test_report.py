@@ -1,0 +1,297 @@
+"""The report a reviewer reads: its first screen, its verdict rows in the paper's words,
+the appendix sections filled from the run, a self-contained HTML file, LaTeX that
+pdflatex compiles, and figures in the paper's language."""
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.container import BarContainer
+
+from artifact.aggregate import COLUMNS
+from artifact.compare import write_verdicts
+from artifact.report import plots, write_report
+from artifact.report.facts import stack_deviations
+from artifact.store import RunStore
+from tests.conftest import ROOT, run_cli
+
+H100 = "NVIDIA H100 80GB HBM3"
+SECTIONS = (
+    "# What ran",
+    "# Verdicts",
+    "# A. Abstract",
+    "# B. Artifact check-list (meta-information)",
+    "# C. Description",
+    "# D. Installation",
+    "# E. Experiment workflow",
+    "# F. Evaluation and expected results",
+    "# G. Experiment customization",
+    "# H. Notes",
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A real tiny run (fig8 on 2 gloo processes), compared and reported."""
+    out = tmp_path_factory.mktemp("tiny")
+    for args in (
+        ("run", "fig8", "--preset", "tiny", "--reps", "2", "--out", str(out)),
+        ("compare", str(out)),
+        ("report", str(out)),
+    ):
+        res = run_cli(*args)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    return out
+
+
+def _row(figure, config_id, mode, metric, mean, unit="ratio", n=5, **dims):
+    row = {"figure": figure, "gpu": H100, "model": "gpt3-1.3b", "parallelism": "fsdp"}
+    row |= {"precision": "fp16", "mode": mode, "metric": metric, "mean": mean, "std": 0.01}
+    row |= {"ci_low": mean - 0.01, "ci_high": mean + 0.01, "n": n, "cv": 0.01, "noisy": False}
+    row |= {"unit": unit, "kind": "derived" if mode == "derived" else "measured"}
+    return row | {"config_id": config_id, "note": ""} | dims
+
+
+def _record(out: Path, provenance: dict) -> None:
+    """One record as a run on 4 x H100 writes it (its timestamp kept: write_record sets now)."""
+    cid = "gpt3-1.3b_fsdp_fp16_mb8_w4"
+    path = RunStore(out).record_path("fig4", cid, "overlap", 0)
+    path.parent.mkdir(parents=True)
+    config = {"model": "gpt3-1.3b", "parallelism": "fsdp", "world_size": 4}
+    record = {"figure": "fig4", "config_id": cid, "config": config, "mode": "overlap", "rep": 0}
+    record |= {"metrics": {"e2e_ms": 300.0}, "units": {"e2e_ms": "ms"}, "provenance": provenance}
+    path.write_text(json.dumps(record))
+
+
+PROVENANCE = {
+    "gpu_model": H100,
+    "gpu_count": 4,
+    "device_kind": "cuda",
+    "driver": "580.159.04",
+    "cuda": "13.0",
+    "torch": "2.11.0+cu130",
+    "deepspeed": "0.19.8",
+    "megatron_core": "0.16.1",
+    "nvidia_ml_py": "13.615.71",
+    "nccl": "2.28.9",
+    "python": "3.12.3",
+    "git_commit": "c9bf5e403afac2b30bacc27a369eac9f092bf7a6",
+    "preset": "paper",
+    "world_size": 4,
+    "nnodes": 1,
+    "timestamp": "2026-12-03T06:29:11+00:00",
+}
+
+
+@pytest.fixture
+def h100_run(tmp_path):
+    """A four-H100 folder: FSDP slows compute by 20 % (the paper: 18.9 % +- 5)."""
+    cid = "gpt3-1.3b_fsdp_fp16_mb8_w4"
+    rows = [
+        _row("fig4", cid, "derived", "slowdown", 0.20),
+        _row("fig4", cid, "overlap", "communication_ms", 40.0, "ms"),
+        _row("fig4", cid, "overlap", "power_peak_pct_tdp", 130.0, "%"),
+    ]
+    pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(tmp_path / "summary.csv", index=False)
+    config = {"model": "gpt3-1.3b", "parallelism": "fsdp", "precision": "fp16"}
+    config |= {"micro_batch": 8, "world_size": 4, "params": 1.4e9}
+    (tmp_path / "configs.json").write_text(json.dumps({cid: config}))
+    RunStore(tmp_path).write_status("fig4", "ran", "every configuration ran")
+    _record(tmp_path, PROVENANCE)
+    write_verdicts(tmp_path)
+    write_report(tmp_path)
+    return tmp_path
+
+
+def _section(md: str, heading: str) -> str:
+    start = md.index(heading)
+    after = [md.index(s, start + 1) for s in SECTIONS if s in md[start + 1 :]]
+    return md[start : min(after, default=len(md))]
+
+
+def test_first_screen_then_the_sections_in_the_acm_order(h100_run):
+    md = (h100_run / "report" / "appendix.md").read_text()
+    title, banner, facts = md.split("\n\n")[:3]
+    assert title.startswith("# Artifact appendix: Characterizing Compute-Communication Overlap")
+    assert banner.startswith(f"**Reproduction on 4 x {H100}**")
+    assert "**Measured:** 2026-12-03 06:29 to 06:29 UTC" in facts
+    assert "**Code:** commit c9bf5e403afa" in facts
+    assert f"**Hardware:** 4 x {H100} (driver 580.159.04, CUDA 13.0); world size 4" in facts
+    assert "**Preset:** paper; **repetitions:** n = 5 a configuration" in facts
+    # torch 2.11 ran where 2.13.0 is pinned: flagged on the first screen
+    assert "**Stack differs from the pins (pyproject.toml):** torch 2.11.0+cu130 (pinned 2.13.0)" in facts  # fmt: skip
+    positions = [md.index(s) for s in SECTIONS]
+    assert positions == sorted(positions)
+
+
+def test_verdict_rows_speak_the_papers_words(h100_run):
+    verdicts = pd.read_csv(h100_run / "verdicts.csv", keep_default_na=False)
+    mean = verdicts.set_index("item").loc["compute_slowdown_mean"]
+    assert mean["verdict"] == "reproduced"
+    assert (mean["unit"], mean["kind"], mean["metric"]) == ("ratio", "derived", "slowdown")
+    assert mean["statement"] == "compute kernels slow down under overlap by 18.9 % on average"
+    assert mean["source"].startswith("section Abstract, V; figure Fig. 4; gpu A100, H100")
+    md = (h100_run / "report" / "appendix.md").read_text()
+    table = _section(md, "# Verdicts")
+    assert (
+        "| Fig. 4, Sec. Abstract, V; A100, H100, MI250, MI210; GPT-3 1.3B-13B, LLaMA2-13B; "
+        "FSDP and pipeline; FP16 (s) | compute kernels slow down under overlap by 18.9 % on "
+        "average | 18.9 % ± 5 pts | 20 % [19, 21] | 5 | derived | reproduced |"
+    ) in table
+    # a power number keeps its own unit: % of TDP, not a ratio
+    assert "| peak power reaches 140 % of TDP on H100 for large models | 140 % of TDP ± 15 pts | 130 % of TDP [130, 130] | 5 | measured | reproduced |" in table  # fmt: skip
+    assert "compute_slowdown_mean" not in table and "greater > lesser" not in table
+
+
+def test_stack_deviations_ignore_build_tags():
+    def records(**versions):
+        return [{"provenance": {**PROVENANCE, **versions}}]
+
+    pinned = {"torch": "2.13.0", "deepspeed": "0.19.8", "nvidia-ml-py": "13.615.71"}
+    assert stack_deviations(records(torch="2.13.0+cpu"), pinned) == []
+    assert stack_deviations(records(torch="2.11.0+cu130", deepspeed="0.18.0"), pinned) == [
+        "torch 2.11.0+cu130 (pinned 2.13.0)",
+        "deepspeed 0.18.0 (pinned 0.19.8)",
+    ]
+
+
+def test_checklist_and_notes_come_from_the_run(tiny_run):
+    md = (tiny_run / "report" / "appendix.md").read_text()
+    checklist = _section(md, "# B. Artifact check-list")
+    assert "**Hardware:** this run: CPU only (" in checklist
+    assert "2 gloo processes" in checklist
+    traces = sum(p.stat().st_size for p in (tiny_run / "traces").rglob("*") if p.is_file())
+    assert traces > 0
+    assert re.search(r"profiler traces \d+(\.\d)? [KM]B", checklist)
+    assert "| fig8 | 9 s | 2.0 min |" in checklist  # time per experiment per hardware
+    assert "ran fig8; not run or failed: fig4, fig6, fig7, fig9" in checklist
+    notes = _section(md, "# H. Notes")
+    assert "Every row comes from a CPU (gloo)" in notes
+    assert "one-GPU rows of fig8" not in md  # no fixed text about hardware this run lacks
+    workflow = _section(md, "# E. Experiment workflow")
+    assert "python3 -m nox -s fig8 -- --out results/kick" in workflow
+
+
+def test_html_is_one_file_with_scrolling_tables(tiny_run):
+    text = (tiny_run / "report" / "appendix.html").read_text()
+    sources = re.findall(r'<img src="([^"]*)"', text)
+    assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert text.count("<table>") == text.count('<div class="tbl"><table>') > 0
+    assert ".tbl{overflow-x:auto" in text
+
+
+@pytest.mark.skipif(
+    shutil.which("pdflatex") is None,
+    reason="pdflatex is missing: apt-get install texlive-latex-base texlive-latex-recommended",
+)
+def test_latex_compiles_under_pdflatex(tiny_run, tmp_path):
+    report = tmp_path / "report"
+    shutil.copytree(tiny_run / "report", report)
+    res = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "appendix.tex"],
+        cwd=report,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    log = (report / "appendix.log").read_text(errors="replace")
+    assert res.returncode == 0, log[-3000:]
+    assert (report / "appendix.pdf").stat().st_size > 50_000  # text and the fig8 plot
+    assert log.count("Overfull \\hbox") <= 3, re.findall(r"Overfull.*", log)
+    tex = (report / "appendix.tex").read_text()
+    assert "\\caption*" not in tex and "\\begin{figure}[H]" in tex  # caption package, placed here
+    assert "\\usepackage{float}" in tex and "]{caption}" in tex
+    assert "\\caption{Fig. 8: a matmul beside a 1 GiB all-reduce. This run: 2 x CPU (gloo)" in tex
+
+
+def _capture(monkeypatch) -> list:
+    """The matplotlib figures the report saves (the seam: plots._save)."""
+    saved, save = [], plots._save
+
+    def keep(fig, out_dir, name):
+        saved.append(
+            {
+                "title": fig._suptitle.get_text() if fig._suptitle else "",
+                "axes": [
+                    {
+                        "ylabel": ax.get_ylabel(),
+                        "xticks": [t.get_text() for t in ax.get_xticklabels()],
+                        "heights": [
+                            b.get_height()
+                            for c in ax.containers
+                            if isinstance(c, BarContainer)
+                            for b in c
+                        ],
+                        "bands": [p for p in ax.patches if p.get_label().startswith("paper")],
+                        "images": [(im.get_array(), im.norm) for im in ax.get_images()],
+                    }
+                    for ax in fig.axes
+                ],
+            }
+        )
+        return save(fig, out_dir, name)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    return saved
+
+
+def test_figures_speak_the_papers_language(tmp_path, monkeypatch):
+    saved = _capture(monkeypatch)
+    configs, rows = {}, []
+    for prec, slowdown, peak in (("fp32", 0.30, 120.0), ("fp16", 0.10, 60.0)):
+        cid = f"gpt3-1.3b_fsdp_{prec}_mb8_w4"
+        configs[cid] = {"model": "gpt3-1.3b", "parallelism": "fsdp", "precision": prec}
+        configs[cid] |= {"micro_batch": 8, "world_size": 4}
+        rows += [
+            _row("fig10", cid, "derived", "slowdown", slowdown, precision=prec),
+            _row("fig10", cid, "overlap", "power_peak_pct_tdp", peak, "%", precision=prec),
+            _row("fig10", cid, "sequential", "power_peak_pct_tdp", peak - 5, "%", precision=prec),
+        ]
+    summary = pd.DataFrame(rows)
+    band = [("50 % of TDP ± 15 pts", 35.0, 65.0, "power_peak_pct_tdp")]
+    assert plots.bar_figure("fig10", summary, tmp_path, band, configs).is_file()
+    (fig,) = saved
+    assert fig["title"].startswith("Fig. 10: numeric precision, compute slowdown and peak power")
+    assert f"4 x {H100}, n = 5; GPT-3 1.3B, FSDP, mb 8" in fig["title"]
+    slowdown, power = fig["axes"]
+    assert slowdown["ylabel"] == "slowdown (%)" and power["ylabel"] == "peak power (% of TDP)"
+    assert slowdown["xticks"] == ["FP16", "FP32"]  # what differs; the rest is in the title
+    assert np.allclose(sorted(slowdown["heights"]), [10.0, 30.0])  # in %, not a ratio
+    assert np.allclose(sorted(power["heights"]), [55.0, 60.0, 115.0, 120.0])
+    assert len(power["bands"]) == 1 and not slowdown["bands"]  # on the panel of its metric
+
+
+def test_heat_map_diverges_around_zero_with_one_scale_a_quantity(tmp_path, monkeypatch):
+    saved = _capture(monkeypatch)
+    configs, rows = {}, []
+    for mech in ("proxy-copy", "proxy-nccl-onerank"):
+        for kind, intensity in (("add-bf16", 0.17), ("gemm-bf16", 2730.0)):
+            for mib in (16, 1024):
+                cid = f"{kind}_{mech}_{mib}MiB_w1"
+                configs[cid] = {"comm_bytes": mib << 20, "intensity_flop_per_byte": intensity}
+                # one cell where compute ran faster beside communication: -8 %
+                speedup = (mech, kind, mib) == ("proxy-copy", "add-bf16", 16)
+                for metric, value in (("matmul_slowdown", -0.08 if speedup else 0.2), ("comm_slowdown", 0.9)):  # fmt: skip
+                    row = _row("contention", cid, "derived", metric, value)
+                    rows.append(row | {"model": kind, "parallelism": mech})
+    plots.contention_figure(pd.DataFrame(rows), configs, tmp_path, plots.PAPER_FIG8_POINT)
+    (fig,) = saved
+    heat = [a for a in fig["axes"] if a["images"]]
+    assert len(heat) == 4  # 2 quantities x 2 mechanisms
+    compute_norms = {id(a["images"][0][1]) for a in heat[:2]}
+    assert len(compute_norms) == 1  # one colour scale for the compute slowdown row
+    values, norm = heat[0]["images"][0]
+    assert values.min() == pytest.approx(-8.0)  # a speed-up is drawn, not clipped to 0
+    assert norm.vcenter == 0 and norm.vmin == -norm.vmax
+    assert heat[2]["images"][0][1].vmax == pytest.approx(90.0)  # communication: its own scale
+
+
+def test_licence_file_is_the_one_pyproject_names():
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert 'license = { text = "Apache-2.0" }' in (ROOT / "pyproject.toml").read_text()
