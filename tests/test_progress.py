@@ -261,7 +261,8 @@ def test_a_tiny_run_prints_progress_and_digests_and_logs_everything(tmp_path):
     # the digest, not the table
     out = res.stdout.splitlines()
     i = out.index(f"{config} (n = 2)")
-    assert out[i + 1].startswith("  E2E overlap ") and "Eq. 1 slowdown (matmul)" in out[i + 1]
+    assert out[i + 1].startswith("  E2E overlap ") and "Eq. 1 slowdown " in out[i + 1]
+    assert "noise floor (A/A) " in out[i + 1]
     assert "┃" not in res.stdout and "comm_algbw_GBps" not in res.stdout
     # no terminal: plain progress lines, with the figure's place in `nox -s all`
     assert res.stderr.startswith("fig8 (4/9) · starting the ranks"), res.stderr[:300]

@@ -138,14 +138,15 @@ def pins(root: Path = REPO_ROOT) -> dict[str, str]:
     return dict(d.split("==", 1) for d in deps if "==" in d)
 
 
-def stack_deviations(run: Run, pinned: dict[str, str] | None = None) -> list[str]:
-    """'torch 2.11.0+cu130 (pinned 2.13.0)' for every version the records ran with that is
-    not the pinned one; a local build tag (+cu130, +cpu) is not a deviation."""
+def stack_deviations(seen: dict[str, list[str]], pinned: dict[str, str] | None = None) -> list[str]:
+    """'torch 2.11.0+cu130 (pinned 2.13.0)' for every version the records ran with
+    (`seen`: provenance.json's values) that is not the pinned one; a local build tag
+    (+cu130, +cpu) is not a deviation."""
     pinned = pins() if pinned is None else pinned
     out = []
     for key, dist in PINNED.items():
         want = pinned.get(dist)
-        for version in run.seen(key):
+        for version in seen.get(key, []):
             if want and re.split(r"\+", version)[0] != want:
                 out.append(f"{dist} {version} (pinned {want})")
     return out

@@ -104,9 +104,7 @@ def v1_section(doc: Doc, summary: pd.DataFrame, checks: pd.DataFrame) -> None:
 
 def v3_section(doc: Doc, summary: pd.DataFrame) -> None:
     doc.h(3, "V3: overlap fraction beside every slowdown")
-    sd = summary[
-        (summary["mode"] == "derived") & summary["metric"].isin(["slowdown", "matmul_slowdown"])
-    ]
+    sd = summary[(summary["mode"] == "derived") & (summary["metric"] == "slowdown")]
     ov = _rows(summary, "overlap_fraction", "overlap").set_index(["figure", "config_id"])["mean"]
     doc.table(
         ["figure", "configuration", "slowdown", "overlap fraction (overlap mode)"],
@@ -206,7 +204,7 @@ def _contention_table(doc: Doc, summary: pd.DataFrame, configs: dict) -> None:
         (
             c
             for c in keyed.index.unique("config_id")
-            if c in configs and ("contention", c, "derived", "matmul_slowdown") in keyed.index
+            if c in configs and ("contention", c, "derived", "slowdown") in keyed.index
         ),
         key=lambda c: (configs[c]["parallelism"], configs[c]["model"], configs[c]["comm_bytes"]),
     )
@@ -229,8 +227,8 @@ def _contention_table(doc: Doc, summary: pd.DataFrame, configs: dict) -> None:
                 configs[cid]["parallelism"],
                 configs[cid]["model"],
                 f"{configs[cid]['comm_bytes'] / (1 << 20):g}",
-                _cell(keyed, "contention", cid, "derived", "matmul_slowdown"),
-                _ci_cell(keyed, "contention", cid, "derived", "matmul_slowdown"),
+                _cell(keyed, "contention", cid, "derived", "slowdown"),
+                _ci_cell(keyed, "contention", cid, "derived", "slowdown"),
                 _cell(keyed, "contention", cid, "derived", "slowdown_vs_nocomm"),
                 _cell(keyed, "contention", cid, "derived", "comm_slowdown"),
                 _ci_cell(keyed, "contention", cid, "derived", "comm_slowdown"),
