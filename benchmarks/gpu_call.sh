@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One device call on a lent GPU (read-only: no clocks, limits or modes are changed):
+# install the carried wheels (.whl/), then optional benchmarks, then README's main command
+# (`nox -s all`, quick) resumed from .resume/run.tgz until the call's time is up.
+# Usage, from the repository root: bash benchmarks/gpu_call.sh OUT_DIR SECONDS [bench]
+set -uo pipefail
+out=${1:?out dir}; seconds=${2:?seconds}; bench=${3:-}
+start=$(date +%s)
+mkdir -p "$out" /tmp/site
+pip install -q --no-deps --target /tmp/site .whl/*.whl > "$out/pip.log" 2>&1
+export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1
+if [ "$bench" = bench ]; then
+  # FSDP MFU (DeepSpeed ZeRO-3 and FSDP2) at the quick preset's shape; one DeepSpeed
+  # setting tried; the largest configuration the plan says fits one H200, its peak memory
+  timeout 200 python3 benchmarks/fsdp_mfu.py --iters 6 --warmup 2 > "$out/mfu.json" 2> "$out/bench.err"
+  timeout 120 python3 benchmarks/fsdp_mfu.py --impls deepspeed --iters 6 --warmup 2 \
+    --zero '{"memory_efficient_linear": false}' > "$out/mfu_no_mel.json" 2>> "$out/bench.err"
+  timeout 150 python3 benchmarks/fsdp_mfu.py --impls deepspeed --model gpt3-2.7b --seq 2048 \
+    --micro-batch 64 --recompute --iters 2 --warmup 1 > "$out/largest.json" 2>> "$out/bench.err"
+  tail -c 3000 "$out/bench.err" > "$out/bench_tail.err"; rm -f "$out/bench.err"
+  echo "benchmarks done after $(( $(date +%s) - start )) s"
+fi
+left=$(( seconds - ($(date +%s) - start) ))
+if [ "$left" -gt 30 ]; then
+  bash benchmarks/gpu_all.sh "$out/all" "$left" $( [ -f .resume/run.tgz ] && echo .resume/run.tgz )
+fi
