@@ -108,10 +108,11 @@ CPU_UNSUPPORTED = {
 METHODS = {
     "flops": "6 x params x tokens / (GPUs x TFLOP/s measured on one H200, overlap mode, "
     "results/h200x1/all-quick/summary.csv), x (m+p-1)/m pipeline bubble; steps = warm-up x 3 "
-    "+ 2 passes x iterations x 3 modes x reps, + power windows + {training:g} s set-up "
+    "+ 2 passes x iterations x 4 phases (3 modes and the A/A repeat) x reps, + power windows "
+    "of the 3 modes + {training:g} s set-up "
     "(calibrated); communication not added: a lower bound on several GPUs",
-    "micro": "reps x 4 phases x (power window + 2 x iterations x the compute's time on one "
-    "H200), + set-up a configuration calibrated on quick, one H200 (fig6 {fig6:g} s, fig8 "
+    "micro": "reps x (4 phases x power window + 4 or 5 phases (fig8, fig9, contention and v2 "
+    "add the A/A repeat) x 2 x iterations x the compute's time on one H200), + set-up a configuration calibrated on quick, one H200 (fig6 {fig6:g} s, fig8 "
     "{fig8:g}, fig7 {fig7:g}, contention {contention:g}, v2 {v2:g})",
     "measured": "the figure's measured wall time (README, tiny on 2 CPU cores), split evenly "
     "over its configurations",
@@ -228,6 +229,10 @@ def training_memory(
 
 # recomputation runs every forward twice: 8 x params x tokens of work instead of 6
 RECOMPUTE_COST = 8 / 6
+# phases a repetition: training's overlap, sequential, its A/A repeat and nocomm; the
+# microbenchmark's four, plus the repeat where the figure reports Eq. 1 (artifact.modes)
+TRAINING_PHASES = 4
+MICRO_PHASES = {"fig6": 4, "fig7": 4, "fig8": 5, "fig9": 5, "v2": 5}
 
 
 def step_seconds(
@@ -295,13 +300,13 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
         nmb = max(1, p.global_batch // mb)
         passes = m.layers * iters if par == "fsdp" else -(-m.layers // world) * nmb * iters
         traces = 3 * world * passes * TRACE_BYTES_PER_LAYER_PASS[par]
-        records = p.reps * 3 * RECORD_BYTES[fig]
+        records = p.reps * TRAINING_PHASES * RECORD_BYTES[fig]
         secs, method = 0.0, "measured"
         if t.device == "cuda":
             step = step_seconds(m, par, mb, prec, world, p.global_batch, t.rates)
             step *= RECOMPUTE_COST if recompute else 1
-            steps = p.warmup * 3 + 2 * iters * 3 * p.reps
-            power = p.reps * 3 * _windowed(p.power_window_s, step)
+            steps = p.warmup * 3 + 2 * iters * TRAINING_PHASES * p.reps
+            power = p.reps * 3 * _windowed(p.power_window_s, step)  # not the A/A repeat
             secs, method = steps * step + power + SETUP_S["training"], "flops"
         note = "" if fits else f"not run: {need / memory.GIB:.0f} GiB > {t.gpu_memory_gib:g}"
         note = f"not run: {why_not}" if fits and why_not else note
@@ -322,13 +327,15 @@ def _microbench_costs(p: Preset, fig: str, i: int, t_iter: float, world: int) ->
     reps = spec_of(fig).default_reps(p)
     if fig == "fig7":
         return 4 * max(0.5, p.power_window_s / 2), reps * RECORD_BYTES[fig], FIG7_SERIES_BYTES, ""
-    traces = 4 * world * MICRO_TRACE_BYTES
+    traces = 4 * world * MICRO_TRACE_BYTES  # the A/A repeat keeps no trace
+    phases = MICRO_PHASES[fig]
     if fig == "v2":
         frac = p.v2.delay_fractions[i]
-        per_rep = 4 * 2 * p.iters_per_rep * t_iter * (1 + frac)
-        return per_rep, reps * 4 * RECORD_BYTES[fig], traces, f"delay {frac:g} x compute"
-    per_rep = 4 * (_windowed(p.power_window_s, t_iter) + 2 * p.iters_per_rep * t_iter)
-    return per_rep, reps * 4 * RECORD_BYTES[fig], traces, ""
+        per_rep = phases * 2 * p.iters_per_rep * t_iter * (1 + frac)
+        return per_rep, reps * phases * RECORD_BYTES[fig], traces, f"delay {frac:g} x compute"
+    windows = 4 * _windowed(p.power_window_s, t_iter)
+    per_rep = windows + phases * 2 * p.iters_per_rep * t_iter
+    return per_rep, reps * phases * RECORD_BYTES[fig], traces, ""
 
 
 def _microbench_rows(t: Target, fig: str) -> list[Row]:
@@ -367,7 +374,7 @@ def _contention_rows(t: Target, fig: str) -> list[Row]:
     for comm, ctas, kind, size in contention_grid(t.preset, world, t.device):
         t_iter = _compute_s(kind)
         window = sweep.power_window_s if size == sweep.power_at_bytes else 0.0
-        per_rep = 4 * (_windowed(window, t_iter) + 2 * sweep.iters * t_iter)
+        per_rep = 4 * _windowed(window, t_iter) + 5 * 2 * sweep.iters * t_iter
         secs = SETUP_S["contention"] + sweep.reps * per_rep
         par = PARALLELISM[comm] if not ctas else f"allreduce-{ctas}cta"
         numel = kind.size if kind.compute == "add" else None
@@ -377,7 +384,7 @@ def _contention_rows(t: Target, fig: str) -> list[Row]:
         rows.append(
             Row(fig, kind.name, par, kind.precision, None, world, need / memory.GIB,
                 "buffers", fits, secs if fits else 0.0, secs, "micro",
-                sweep.reps * 4 * RECORD_BYTES[fig] if fits else 0,
+                sweep.reps * 5 * RECORD_BYTES[fig] if fits else 0,
                 4 * world * MICRO_TRACE_BYTES if fits else 0, f"all-reduce {size_s}")
         )  # fmt: skip
     return rows
