@@ -55,9 +55,9 @@ def _init(device: torch.device) -> tuple[int, int]:
     if device.type == "cuda":
         torch.cuda.set_device(local)
     backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(
-        backend, rank=rank, world_size=world, device_id=device if device.type == "cuda" else None
-    )
+    # NCCL binds the group to one device and wants its index (torch.device("cuda") fails)
+    device_id = torch.device("cuda", local) if device.type == "cuda" else None
+    dist.init_process_group(backend, rank=rank, world_size=world, device_id=device_id)
     return rank, world
 
 
