@@ -175,8 +175,8 @@ PRESETS: dict[str, Preset] = {
             ),
             v2=V2Config((0.0, 1.0, 3.0), reps=3),
         ),
-        # quick: `nox -s all` in at most 20 minutes on one H200 (README's time table).
-        # The paper's smallest model at half its sequence, 5 repetitions (the fewest a
+        # quick: `nox -s all` in about 21.5 minutes on one H200 (README's time table; 19
+        # before Eq. 1's A/A repeat was added). The paper's smallest model at half its sequence, 5 repetitions (the fewest a
         # verdict accepts), 3 iterations a pass, power windows of ten 100 ms NVML
         # refreshes, one iteration a pass in FP32 (3 s each at the full size), and a
         # smaller contention map and V2 sweep.
