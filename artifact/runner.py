@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -117,13 +117,29 @@ def gather(obj: Any) -> list[Any]:
     return out
 
 
-def each_config(ctx: RunContext, configs: list) -> Iterator:
-    """The configurations in order, the progress beacon told which one of how many is
-    under way (its repetition and phase start again)."""
-    for k, item in enumerate(configs, 1):
-        where = {"config_k": k, "config_n": len(configs), "config_id": item[0]}
-        ctx.progress(f"{item[0]}: set-up", **where, rep_k=None, phase=None, phase_k=None)
-        yield item
+class ConfigPoint(NamedTuple):
+    """One configuration of a sweep: its id (the records' folder), the settings every
+    record carries, and the workload's own spec (FsdpSpec, PipelineSpec, MicrobenchSpec)."""
+
+    config_id: str
+    config: dict[str, Any]
+    spec: Any
+
+
+def pending(
+    ctx: RunContext, configs: list[ConfigPoint], phases: tuple[str, ...]
+) -> Iterator[tuple[ConfigPoint, list[int]]]:
+    """Each configuration with repetitions still to measure, and those repetitions; one
+    whose every phase of every repetition is on disk is skipped (a resumed run). The
+    progress beacon is told which configuration of how many is under way."""
+    for k, point in enumerate(configs, 1):
+        where = {"config_k": k, "config_n": len(configs), "config_id": point.config_id}
+        ctx.progress(f"{point.config_id}: set-up", **where, rep_k=None, phase=None, phase_k=None)
+        todo = [r for r in range(ctx.reps) if not rep_done(ctx, point.config_id, phases, r)]
+        if todo:
+            yield point, todo
+        else:
+            log.info("%s: all %d repetitions on disk, skipped", point.config_id, ctx.reps)
 
 
 class StopRequested(Exception):

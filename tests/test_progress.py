@@ -51,8 +51,10 @@ def test_a_real_measurement_loop_writes_config_rep_and_phase_k_of_n(tmp_path):
 
         return step
 
-    for config_id, config, _ in runner.each_config(ctx, [("cfg-a", {}, None), ("cfg-b", {}, None)]):
-        for rep in range(2):
+    points = [runner.ConfigPoint("cfg-a", {}, None), runner.ConfigPoint("cfg-b", {}, None)]
+    for (config_id, config, _), todo in runner.pending(ctx, points, ("overlap", "sequential")):
+        assert todo == [0, 1]  # nothing on disk yet
+        for rep in todo:
             runner.measure_repetition(
                 ctx,
                 config_id=config_id,

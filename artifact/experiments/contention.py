@@ -26,7 +26,7 @@ from artifact.config import Preset
 from artifact.errors import ArtifactError
 from artifact.experiments import fig8
 from artifact.precision import dtype_of
-from artifact.runner import RunContext
+from artifact.runner import ConfigPoint, RunContext
 from artifact.workloads.microbench import MicrobenchSpec
 
 
@@ -75,7 +75,7 @@ def check_options(preset: Preset, options: dict[str, Any]) -> None:
     sweep_of(preset, options)
 
 
-def configs(ctx: RunContext) -> list[tuple[str, dict[str, Any], MicrobenchSpec]]:
+def configs(ctx: RunContext) -> list[ConfigPoint]:
     sweep = ctx.preset.contention
     kinds, sizes = sweep_of(ctx.preset, ctx.options)
     gpu = ctx.provenance.get("gpu_model") or "cpu"
@@ -114,7 +114,7 @@ def configs(ctx: RunContext) -> list[tuple[str, dict[str, Any], MicrobenchSpec]]
                     "proxy": comm != "allreduce",
                     "note": note,
                 }
-                out.append((config_id, config, spec))
+                out.append(ConfigPoint(config_id, config, spec))
     return out
 
 

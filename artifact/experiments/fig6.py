@@ -20,9 +20,6 @@ def run(ctx: RunContext) -> None:
         if ctx.is_writer:
             ctx.store.write_status(ctx.figure, "not run", NO_TELEMETRY)
         return
-    gpu = ctx.provenance.get("gpu_model")
-    fig8.run_configs(
-        ctx, fig8.configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options)
-    )
+    fig8.run_configs(ctx, fig8.configs_here(ctx))
     if ctx.is_writer:
         ctx.store.write_status(ctx.figure, "ran", f"power from {ctx.power_backend.name}")

@@ -27,10 +27,9 @@ from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize
 from artifact.runner import (
     RunContext,
-    each_config,
+    pending,
     profiler_activities,
     reduce_ranks,
-    rep_done,
     stop_requested,
 )
 from artifact.store import atomic_write_text
@@ -80,12 +79,7 @@ def run(ctx: RunContext) -> None:
             ctx.store.write_status(ctx.figure, "not run", fig6.NO_TELEMETRY)
         return
     tdp = ctx.power_backend.power_limit_w()
-    gpu = ctx.provenance.get("gpu_model")
-    configs = fig8.configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options)
-    for config_id, config, spec in each_config(ctx, configs):
-        todo = [r for r in range(ctx.reps) if not rep_done(ctx, config_id, ("trace",), r)]
-        if not todo:
-            continue
+    for (config_id, config, spec), todo in pending(ctx, fig8.configs_here(ctx), ("trace",)):
         bench = Microbench(spec, ctx.device, seed=ctx.rank)
         bench.calibrate(ctx.warmup)
         comm = ("memory",) if spec.comm == "copy" else ("communication",)

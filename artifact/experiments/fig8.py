@@ -26,11 +26,11 @@ from artifact.precision import dtype_of
 from artifact.runner import (
     BASE_UNITS,
     POWER_UNITS,
+    ConfigPoint,
     RunContext,
     check_gpu_alone,
-    each_config,
     measure_repetition,
-    rep_done,
+    pending,
     stop_requested,
 )
 from artifact.workloads.microbench import PHASES, Microbench, MicrobenchSpec
@@ -59,7 +59,7 @@ UNITS = {
 
 def configs(
     preset: Preset, world_size: int, device_type: str, gpu: str | None, options: dict[str, Any]
-) -> list[tuple[str, dict[str, Any], MicrobenchSpec]]:
+) -> list[ConfigPoint]:
     mb = preset.microbench
     size = int(options.get("matmul_size") or mb.matmul_size)
     precision = options.get("precision") or mb.dtype
@@ -85,8 +85,14 @@ def configs(
             "proxy": comm != "allreduce",
             "note": ONE_GPU_NOTES[comm] if world_size == 1 else "",
         }
-        out.append((config_id, config, spec))
+        out.append(ConfigPoint(config_id, config, spec))
     return out
+
+
+def configs_here(ctx: RunContext) -> list[ConfigPoint]:
+    """This machine's Fig. 8 configurations (the run's preset, ranks, device and options)."""
+    gpu = ctx.provenance.get("gpu_model")
+    return configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options)
 
 
 def _phase_metrics(
@@ -117,17 +123,12 @@ def _phase_metrics(
 
 
 def run(ctx: RunContext) -> None:
-    gpu = ctx.provenance.get("gpu_model")
-    run_configs(
-        ctx,
-        configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options),
-        noise_floor=True,
-    )
+    run_configs(ctx, configs_here(ctx), noise_floor=True)
 
 
 def run_configs(
     ctx: RunContext,
-    todo_configs: list[tuple[str, dict[str, Any], MicrobenchSpec]],
+    todo_configs: list[ConfigPoint],
     *,
     repeats: int | None = None,
     max_repeats: int = 4096,
@@ -144,11 +145,7 @@ def run_configs(
     report Eq. 1.
     """
     phases = with_repeat(PHASES) if noise_floor else PHASES
-    for config_id, config, spec in each_config(ctx, todo_configs):
-        todo = [rep for rep in range(ctx.reps) if not rep_done(ctx, config_id, phases, rep)]
-        if not todo:
-            log.info("%s: all %d repetitions on disk, skipped", config_id, ctx.reps)
-            continue
+    for (config_id, config, spec), todo in pending(ctx, todo_configs, phases):
         bench = Microbench(spec, ctx.device, seed=ctx.rank)
         count = bench.calibrate(ctx.warmup, repeats=repeats, max_repeats=max_repeats)
         config = {**config, "comm_repeats": count}

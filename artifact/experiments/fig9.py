@@ -16,7 +16,7 @@ from typing import Any
 from artifact.errors import ArtifactError
 from artifact.experiments import fig8
 from artifact.measure import caps
-from artifact.runner import RunContext
+from artifact.runner import ConfigPoint, RunContext
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +54,12 @@ def run(ctx: RunContext) -> None:
         return
     rng = setter.limit_range_w()
     levels = caps.scaled_cap_levels(PAPER_CAPS_W, PAPER_RANGE_W, rng)
-    gpu = ctx.provenance.get("gpu_model")
-    base = fig8.configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options)
+    base = fig8.configs_here(ctx)
     fake_note = "cap applied by a fake setter: no physical effect" if setter.name == "fake" else ""
     for level in [None, *levels]:
         tag = "uncapped" if level is None else f"cap{level:g}W"
         todo = [
-            (
+            ConfigPoint(
                 f"{cid}_{tag}",
                 {
                     **cfg,

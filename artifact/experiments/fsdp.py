@@ -3,18 +3,14 @@ torch's FSDP2 (`run --fsdp-impl fsdp2`), over the same models, steps and modes."
 
 from __future__ import annotations
 
-from typing import Any
-
 from artifact.experiments import training
-from artifact.runner import RunContext
+from artifact.runner import ConfigPoint, RunContext
 from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
 
 FRAMEWORK = {"deepspeed": "deepspeed-zero3", "fsdp2": "torch-fsdp2"}
 
 
-def config_for(
-    ctx: RunContext, model: str, micro_batch: int, precision: str
-) -> tuple[str, dict[str, Any], FsdpSpec]:
+def config_for(ctx: RunContext, model: str, micro_batch: int, precision: str) -> ConfigPoint:
     impl = ctx.options.get("fsdp_impl", "deepspeed")
     spec, recompute_why = training.recompute_as_asked(
         ctx, FsdpSpec(training.model_of(ctx, model), micro_batch, precision, impl=impl)
@@ -36,7 +32,7 @@ def config_for(
         recompute=spec.recompute,
         recompute_why=recompute_why,
     )
-    return config_id, config, spec
+    return ConfigPoint(config_id, config, spec)
 
 
 def make_trainer(spec: FsdpSpec, ctx: RunContext):
@@ -47,5 +43,5 @@ def make_trainer(spec: FsdpSpec, ctx: RunContext):
     return FsdpTrainer(spec, ctx.device, ctx.rank)
 
 
-def run(ctx: RunContext, configs: list[tuple[str, dict[str, Any], FsdpSpec]]) -> None:
+def run(ctx: RunContext, configs: list[ConfigPoint]) -> None:
     training.run_configs(ctx, configs, lambda spec: make_trainer(spec, ctx))

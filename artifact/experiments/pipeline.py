@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from artifact.experiments import training
-from artifact.runner import RunContext
+from artifact.runner import ConfigPoint, RunContext
 from artifact.workloads import megatron_cpu_shim
 from artifact.workloads.pipeline_megatron import ONE_STAGE_NOTE, PipelineSpec, PipelineTrainer
 
 
-def config_for(
-    ctx: RunContext, model: str, micro_batch: int, precision: str
-) -> tuple[str, dict[str, Any], PipelineSpec]:
+def config_for(ctx: RunContext, model: str, micro_batch: int, precision: str) -> ConfigPoint:
     microbatches = max(1, ctx.preset.global_batch // micro_batch)  # data-parallel size 1
     spec, recompute_why = training.recompute_as_asked(
         ctx, PipelineSpec(training.model_of(ctx, model), micro_batch, microbatches, precision)
@@ -37,8 +33,8 @@ def config_for(
         recompute_why=recompute_why,
         note="; ".join(n for n in notes if n),
     )
-    return config_id, config, spec
+    return ConfigPoint(config_id, config, spec)
 
 
-def run(ctx: RunContext, configs: list[tuple[str, dict[str, Any], PipelineSpec]]) -> None:
+def run(ctx: RunContext, configs: list[ConfigPoint]) -> None:
     training.run_configs(ctx, configs, lambda spec: PipelineTrainer(spec, ctx.device))

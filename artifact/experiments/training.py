@@ -30,12 +30,12 @@ from artifact.modes import Mode, mode_of, rotated, with_repeat
 from artifact.runner import (
     BASE_UNITS,
     POWER_UNITS,
+    ConfigPoint,
     RunContext,
     check_gpu_alone,
-    each_config,
     gather,
     measure_repetition,
-    rep_done,
+    pending,
     stop_requested,
 )
 
@@ -115,16 +115,12 @@ def release_memory(device: torch.device) -> None:
 
 def run_configs(
     ctx: RunContext,
-    configs: list[tuple[str, dict[str, Any], Any]],
+    configs: list[ConfigPoint],
     make_trainer: Callable[[Any], Any],
 ) -> None:
     """Measure every mode of every configuration, skipping repetitions already on disk
     and configurations the device cannot run (recorded with their reason)."""
-    for config_id, config, spec in each_config(ctx, configs):
-        todo = [r for r in range(ctx.reps) if not rep_done(ctx, config_id, PHASES, r)]
-        if not todo:
-            log.info("%s: all %d repetitions on disk, skipped", config_id, ctx.reps)
-            continue
+    for (config_id, config, spec), todo in pending(ctx, configs, PHASES):
         reason, needed = cannot_run(ctx, spec)
         if reason:
             _not_run(ctx, config_id, reason)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 
 from artifact.experiments import fig8
-from artifact.runner import RunContext, broadcast
+from artifact.runner import ConfigPoint, RunContext, broadcast
 from artifact.workloads.microbench import Microbench, MicrobenchSpec
 
 log = logging.getLogger(__name__)
@@ -27,11 +27,9 @@ log = logging.getLogger(__name__)
 V2_NOTE = "V2: a known delay after every collective on the communication chain"
 
 
-def base_config(ctx: RunContext) -> tuple[str, dict, MicrobenchSpec]:
+def base_config(ctx: RunContext) -> ConfigPoint:
     """Fig. 8's configuration whose collective really occupies the device here."""
-    gpu = ctx.provenance.get("gpu_model")
-    found = fig8.configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options)
-    by_comm = {spec.comm: (cid, cfg, spec) for cid, cfg, spec in found}
+    by_comm = {point.spec.comm: point for point in fig8.configs_here(ctx)}
     # one GPU: the all-reduce runs no kernel; NCCL's one-rank kernel does (a labelled proxy)
     return by_comm.get("onerank-avg") or by_comm["allreduce"]
 
