@@ -262,7 +262,9 @@ def test_figures_speak_the_papers_language(tmp_path, monkeypatch):
     assert fig["title"].startswith("Fig. 10: numeric precision, compute slowdown and peak power")
     assert f"4 x {H100}, n = 5; GPT-3 1.3B, FSDP, mb 8" in fig["title"]
     slowdown, power = fig["axes"]
-    assert slowdown["ylabel"] == "slowdown (%)" and power["ylabel"] == "peak power (% of TDP)"
+    assert (
+        slowdown["ylabel"] == "compute slowdown (%)" and power["ylabel"] == "peak power (% of TDP)"
+    )
     assert slowdown["xticks"] == ["FP16", "FP32"]  # what differs; the rest is in the title
     assert np.allclose(sorted(slowdown["heights"]), [10.0, 30.0])  # in %, not a ratio
     assert np.allclose(sorted(power["heights"]), [55.0, 60.0, 115.0, 120.0])

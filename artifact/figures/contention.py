@@ -11,7 +11,7 @@ from artifact.figures.spec import FigureSpec
 
 SPEC = FigureSpec(
     name="contention",
-    title="Contention map: slowdown by communication size and compute kind",
+    title="Contention map (beyond the paper)",
     experiment="contention",
     options=frozenset({"precision", "comm_bytes", "power_interval_s"}),
     derived=derived.MICROBENCH,

@@ -9,7 +9,7 @@ from artifact.figures.spec import TRAINING_OPTIONS, FigureSpec, Panel, Series
 
 SPEC = FigureSpec(
     name="fig10",
-    title="Fig. 10: FP32 vs FP16 on slowdown and power",
+    title="Fig. 10: numeric precision, compute slowdown and peak power",
     experiment="precision_sweep",
     params={"precisions": ("fp32", "fp16", "bf16")},
     options=TRAINING_OPTIONS,

@@ -8,7 +8,7 @@ from artifact.figures.spec import TRAINING_OPTIONS, FigureSpec
 
 SPEC = FigureSpec(
     name="fig11",
-    title="Fig. 11: TF32 tensor cores on slowdown and power",
+    title="Fig. 11: TF32 tensor cores, compute slowdown",
     experiment="precision_sweep",
     params={"precisions": ("fp32", "tf32")},
     options=TRAINING_OPTIONS,

@@ -7,7 +7,7 @@ from artifact.figures.spec import TRAINING_OPTIONS, FigureSpec, Panel, Series
 
 SPEC = FigureSpec(
     name="fig5",
-    title="Fig. 5: end-to-end iteration time, overlapped vs sequential vs ideal",
+    title="Fig. 5: iteration time, overlapped vs sequential vs ideal",
     experiment=None,
     records_of="fig4",
     options=TRAINING_OPTIONS | {"parallelisms"},

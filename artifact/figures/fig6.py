@@ -10,7 +10,7 @@ from artifact.figures.spec import MICROBENCH_OPTIONS, FigureSpec, Panel, Series
 
 SPEC = FigureSpec(
     name="fig6",
-    title="Fig. 6: power under overlap vs sequential execution",
+    title="Fig. 6: GPU power, overlapped vs sequential",
     experiment="fig6",
     options=MICROBENCH_OPTIONS,
     derived=derived.POWER,
@@ -22,7 +22,7 @@ SPEC = FigureSpec(
                 Series("overlap", "power_peak_pct_tdp", "peak, overlap"),
                 Series("sequential", "power_peak_pct_tdp", "peak, sequential"),
             ),
-            "power (% of TDP)",
+            "% of TDP",
         ),
     ),
     expected="fig6.yaml",

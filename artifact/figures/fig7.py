@@ -9,7 +9,7 @@ from artifact.figures.spec import MICROBENCH_OPTIONS, FigureSpec
 
 SPEC = FigureSpec(
     name="fig7",
-    title="Fig. 7: power trace by kernel state, normalised to TDP",
+    title="Fig. 7: GPU power over time by kernel state",
     experiment="fig7",
     options=MICROBENCH_OPTIONS,
     expected="fig7.yaml",

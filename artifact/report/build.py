@@ -118,7 +118,7 @@ def _plot(fig: str, run: Run, bands: list) -> Path | None:
         traces = sorted((run.out / "traces" / "fig7").glob("*-power.csv"))
         where = plots.hardware(rows, run.configs, with_n=False)
         return plots.power_trace_figure(traces, run.fig_dir, run.configs, where)
-    if fig in plots.SERIES:
+    if spec_of(fig).panels:
         return plots.bar_figure(fig, run.summary, run.fig_dir, bands, run.configs)
     return None
 
@@ -127,7 +127,7 @@ def figure_sections(doc: Doc, run: Run) -> None:
     """One subsection a paper figure: its plot (this run, the paper's judged numbers
     shaded) or why there is none."""
     for fig in PAPER_FIGURES:
-        title = plots.PRESENTATION.get(fig, {}).get("title", fig)
+        title = spec_of(fig).title
         doc.h(2, f"{title} ({fig})")
         why = not_run(fig, run)
         if why:

@@ -18,67 +18,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import CenteredNorm  # noqa: E402
 
-# figure -> (records figure, [(mode, metric, legend label)], y label)
-SERIES = {
-    "fig4": ("fig4", [("derived", "slowdown", "compute slowdown (Eq. 1)")], "slowdown (%)"),
-    "fig5": (
-        "fig4",
-        [
-            ("overlap", "e2e_ms", "overlapped"),
-            ("sequential", "e2e_ms", "sequential"),
-            ("derived", "e2e_ideal_ms", "ideal (Eq. 4, derived)"),
-        ],
-        "iteration time (ms)",
-    ),
-    "fig6": (
-        "fig6",
-        [
-            ("overlap", "power_mean_pct_tdp", "mean, overlap"),
-            ("sequential", "power_mean_pct_tdp", "mean, sequential"),
-            ("overlap", "power_peak_pct_tdp", "peak, overlap"),
-            ("sequential", "power_peak_pct_tdp", "peak, sequential"),
-        ],
-        "% of TDP",
-    ),
-    "fig8": (
-        "fig8",
-        [
-            ("derived", "slowdown", "matmul slowdown"),
-            ("derived", "comm_slowdown", "communication slowdown"),
-        ],
-        "slowdown (%)",
-    ),
-    "fig9": (
-        "fig9",
-        [("overlap", "e2e_ms", "overlapped"), ("sequential", "e2e_ms", "sequential")],
-        "iteration time (ms)",
-    ),
-    "fig10": ("fig10", [("derived", "slowdown", "compute slowdown")], "slowdown (%)"),
-    "fig11": ("fig11", [("derived", "slowdown", "compute slowdown")], "slowdown (%)"),
-}
-# Per-figure presentation beside SERIES: the paper's figure ("title"), whether SERIES's
-# ratios are drawn in % ("percent"), and a second panel ("panel": series, y label).
-PRESENTATION = {
-    "fig4": {"title": "Fig. 4: compute slowdown under overlap", "percent": True},
-    "fig5": {"title": "Fig. 5: iteration time, overlapped vs sequential vs ideal"},
-    "fig6": {"title": "Fig. 6: GPU power, overlapped vs sequential"},
-    "fig7": {"title": "Fig. 7: GPU power over time by kernel state"},
-    "fig8": {"title": "Fig. 8: a matmul beside a 1 GiB all-reduce", "percent": True},
-    "fig9": {"title": "Fig. 9: iteration time under power caps"},
-    "fig10": {
-        "title": "Fig. 10: numeric precision, compute slowdown and peak power",
-        "percent": True,
-        "panel": (
-            [
-                ("overlap", "power_peak_pct_tdp", "peak, overlap"),
-                ("sequential", "power_peak_pct_tdp", "peak, sequential"),
-            ],
-            "peak power (% of TDP)",
-        ),
-    },
-    "fig11": {"title": "Fig. 11: TF32 tensor cores, compute slowdown", "percent": True},
-    "contention": {"title": "Contention map (beyond the paper)"},
-}
+from artifact.figures import spec_of  # noqa: E402
+
 # The paper's one Fig. 8 point (a 1 GiB all-reduce beside a matmul; FP16, the paper's
 # main precision), boxed on the contention map.
 PAPER_FIG8_POINT = {"comm_bytes": 1 << 30, "compute": "gemm-fp16"}
@@ -202,16 +143,19 @@ def bar_figure(
 ) -> Path | None:
     """Grouped bars over configurations (and fig10's power panel); `bands` are the paper's
     evaluated numbers as (label, low, high, metric) in the metric's own unit."""
-    source, series, ylabel = SERIES[figure]
-    style, configs = PRESENTATION.get(figure, {}), configs or {}
-    rows = summary[summary["figure"] == source]
-    drawn = {m for _, m, _ in series}
+    spec, configs = spec_of(figure), configs or {}
+    rows = summary[summary["figure"] == spec.records]
+    first, *more = spec.panels
+    drawn = {s.metric for s in first.series}
     ids = sorted(set(rows.loc[rows["metric"].isin(drawn), "config_id"]))
     if not ids:
         return None
-    panels = [(series, ylabel, 100.0 if style.get("percent") else 1.0)]
-    if "panel" in style and rows["metric"].isin({m for _, m, _ in style["panel"][0]}).any():
-        panels.append((*style["panel"], 1.0))  # fig10's power, where telemetry measured it
+    # a further panel only where its metrics were measured (fig10's power: telemetry)
+    shown = [first, *(p for p in more if rows["metric"].isin({s.metric for s in p.series}).any())]
+    panels = [
+        ([(s.mode, s.metric, s.label) for s in p.series], p.y_label, 100.0 if p.percent else 1.0)
+        for p in shown
+    ]
     labels, shared = config_labels(ids, configs)
     width = max(6.0, 1.3 * len(ids) + 2)
     fig, axes = plt.subplots(
@@ -229,7 +173,7 @@ def bar_figure(
         handles = len(ax.get_legend_handles_labels()[0])
         ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=min(handles, 3))
     used = rows[rows["metric"].isin(drawn) & rows["config_id"].isin(ids)]
-    title = style.get("title", figure)
+    title = spec.title
     fig.suptitle(f"{title}\n{hardware(used, configs)}; {shared}".rstrip("; "), fontsize=10)
     fig.supxlabel("error bars: 95% CI over repetitions", fontsize=7)
     return _save(fig, out_dir, figure)
@@ -257,7 +201,7 @@ def power_trace_figure(
         ax.set_ylabel("% of TDP")
         ax.legend(fontsize=6, ncol=4)
     axes[-1, 0].set_xlabel("time (normalised to the sampled window)")
-    title = PRESENTATION["fig7"]["title"]
+    title = spec_of("fig7").title
     fig.suptitle(f"{title}\n{where}; repetition 0 (its power samples)", fontsize=10)
     return _save(fig, out_dir, "fig7")
 
@@ -341,7 +285,7 @@ def contention_figure(
             fig.colorbar(image, ax=list(axes[r]), fraction=0.03, label=f"{title} (%)")
     rows = summary[summary["figure"] == "contention"]
     fig.suptitle(
-        f"{PRESENTATION['contention']['title']}: {hardware(rows, configs)}\n"
+        f"{spec_of('contention').title}: {hardware(rows, configs)}\n"
         "rows: compute kinds by arithmetic intensity, low to high; boxed where measured: the paper's Fig. 8 point",
         fontsize=9,
     )
