@@ -33,6 +33,7 @@ from artifact.verdicts import COLUMNS, as_sentence
 # "Statistics"): at n = 3 even an honest interval is too wide to tell much, and the
 # bootstrap intervals this replaced covered the truth only 73 % of the time.
 MIN_REPETITIONS = 5
+CHECK_CPU_REASON = "CPU functional check: the check ran, its numbers are not judged on a CPU."
 CPU_REASON = "CPU functional check: no claim of the paper is evaluated on a CPU."
 # Quantities that mean something only where communication ran beside compute: Eq. 1, the
 # sequential penalty, Eq. 4 and its relatives, the overlap fraction, and the changes in
@@ -358,11 +359,13 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     items = load_expected(expected_dir)
     run = Run.load(out)
     rows_out = [judge_item(item, run) for item in items]
-    rows_out += validation.v1_verdicts(run.summary)
+    checks = validation.v1_verdicts(run.summary)
     if (run.summary["figure"] == "v2").any():
         v2_records = [r for r in RunStore(out).records() if r["figure"] == "v2"]
-        rows_out += validation.v2_verdicts(run.summary, run.configs, v2_records)
-    verdicts = pd.DataFrame(rows_out, columns=COLUMNS)
+        checks += validation.v2_verdicts(run.summary, run.configs, v2_records)
+    if not run.gpus:  # a CPU run checks the code path; its numbers judge nothing
+        checks = [c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in checks]
+    verdicts = pd.DataFrame(rows_out + checks, columns=COLUMNS)
     summary = run.summary
     units = summary.groupby("metric")["unit"].first() if "unit" in summary else {}  # rows' unit
     verdicts["unit"] = verdicts["unit"].fillna(verdicts["metric"].map(units)).fillna("")

@@ -12,7 +12,7 @@ from artifact.errors import ArtifactError
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not applicable", "not run")
 # the artifact's own validation checks (V1, V2; item_type "check") hold or fail; they are
 # not claims of the paper and never count as reproduced
-CHECK_VERDICTS = ("holds", "fails", "inconclusive", "not run")
+CHECK_VERDICTS = ("holds", "fails", "inconclusive", "not applicable", "not run")
 KINDS = ("number", "claim", "check")
 COLUMNS = [
     "figure",
