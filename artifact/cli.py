@@ -451,6 +451,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Every command and flag (`--help`'s text). Long on purpose: one `add_argument` a
+    flag, in the order `--help` shows them; split, the CLI's reference would scatter."""
     p = OneLineParser(prog="python -m artifact", description=__doc__.splitlines()[0])
     p.add_argument(
         "--debug",

@@ -142,6 +142,18 @@ def pending(
             log.info("%s: all %d repetitions on disk, skipped", point.config_id, ctx.reps)
 
 
+def log_repetition(ctx: RunContext, config_id: str, rep: int, results: dict) -> None:
+    """Rank 0's line a repetition, for the log file (the console shows the digest)."""
+    if not ctx.is_writer:
+        return
+    over, seq = results["overlap"], results["sequential"]
+    mfu = f", MFU {over['mfu']:.3f}" if "mfu" in over else ""
+    log.info(
+        "%s rep %d/%d: overlap %.3f ms, sequential %.3f ms%s",
+        *(config_id, rep + 1, ctx.reps, over["e2e_ms"], seq["e2e_ms"], mfu),
+    )
+
+
 class StopRequested(Exception):
     """The user pressed Ctrl-C once: stop at a repetition boundary, everything finished kept."""
 
@@ -354,6 +366,8 @@ def measure_repetition(
     """One repetition: every phase timed, profiled and (with telemetry) held under the
     power sampler, in the given order; rank 0 then writes one record a phase. The A/A
     repeat (modes.SEQUENTIAL_REPEAT) is timed and profiled only, its trace not kept.
+    (Over 60 lines, on purpose: the whole protocol of a repetition, docs/design.md section
+    3, reads top to bottom here; most of the length is its keyword arguments.)
 
     `per_rank_extra(phase)` adds this rank's own lists (a loss) before ranks are reduced;
     `finish(phase, metrics)` adds what follows from the reduced metrics (MFU, bandwidth).

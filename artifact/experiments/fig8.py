@@ -29,6 +29,7 @@ from artifact.runner import (
     ConfigPoint,
     RunContext,
     check_gpu_alone,
+    log_repetition,
     measure_repetition,
     pending,
     stop_requested,
@@ -126,6 +127,17 @@ def run(ctx: RunContext) -> None:
     run_configs(ctx, configs_here(ctx), noise_floor=True)
 
 
+def _power_info(ctx: RunContext) -> dict[str, Any]:
+    """How the records' power numbers were read (each record carries it)."""
+    return {
+        "backend": ctx.power_backend.name,
+        "interval_s": ctx.power_interval_s,
+        "limit_w": ctx.power_backend.power_limit_w(),
+        "peak_from": "NVML_FI_DEV_POWER_INSTANT (polled power where absent)",
+        "energy_from": "cumulative energy counter difference",
+    }
+
+
 def run_configs(
     ctx: RunContext,
     todo_configs: list[ConfigPoint],
@@ -150,13 +162,6 @@ def run_configs(
         count = bench.calibrate(ctx.warmup, repeats=repeats, max_repeats=max_repeats)
         config = {**config, "comm_repeats": count}
         comm_role = ("memory",) if spec.comm == "copy" else ("communication",)
-        power_info = {
-            "backend": ctx.power_backend.name,
-            "interval_s": ctx.power_interval_s,
-            "limit_w": ctx.power_backend.power_limit_w(),
-            "peak_from": "NVML_FI_DEV_POWER_INSTANT (polled power where absent)",
-            "energy_from": "cumulative energy counter difference",
-        }
         log.info("%s: collective repeated %d times to span the compute", config_id, count)
         for rep in todo:
             stop_requested(ctx)
@@ -174,18 +179,10 @@ def run_configs(
                 finish=lambda phase, m, spec=spec, count=count: _phase_metrics(
                     m, phase, spec, count, ctx.world_size
                 ),
-                extra={"power": power_info},
+                extra={"power": _power_info(ctx)},
                 power_window_s=power_window_of(config) if power_window_of else None,
                 iters=iters,
             )
-            if not ctx.is_writer:
-                continue
-            log.info(
-                "%s rep %d: overlap %.3f ms, sequential %.3f ms",
-                config_id,
-                rep,
-                results["overlap"]["e2e_ms"],
-                results["sequential"]["e2e_ms"],
-            )
+            log_repetition(ctx, config_id, rep, results)
         bench.close()
         check_gpu_alone(ctx)

@@ -34,6 +34,7 @@ from artifact.runner import (
     RunContext,
     check_gpu_alone,
     gather,
+    log_repetition,
     measure_repetition,
     pending,
     stop_requested,
@@ -199,15 +200,6 @@ def _measure(
                 finish=with_mfu,
                 iters=iters,
             )
-            if ctx.is_writer:
-                log.info(
-                    "%s rep %d/%d: overlap %.1f ms, sequential %.1f ms, MFU %.3f",
-                    config_id,
-                    rep + 1,
-                    ctx.reps,
-                    results["overlap"]["e2e_ms"],
-                    results["sequential"]["e2e_ms"],
-                    results["overlap"]["mfu"],
-                )
+            log_repetition(ctx, config_id, rep, results)
     finally:
         trainer.close()
