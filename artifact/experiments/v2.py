@@ -47,7 +47,7 @@ def run(ctx: RunContext) -> None:
         delay_us = fraction * t_compute_s * 1e6 / repeats
         delayed = MicrobenchSpec(**{**spec.__dict__, "delay_us": delay_us})
         configs.append(
-            (
+            ConfigPoint(
                 f"{config_id}_delay{fraction:g}",
                 {
                     **config,
