@@ -274,7 +274,7 @@ def test_a_tiny_run_prints_progress_and_digests_and_logs_everything(tmp_path):
     keep = progress.ConsoleFilter()
     shown = [line for line in log if keep(line)]
     assert keep.hidden > 0 and any("USDT:" in line for line in log)
-    assert any(f"{config} rep 1: overlap" in line for line in log)
+    assert any(f"{config} rep 2/2: overlap" in line for line in log)  # runner.log_repetition
     err = res.stderr.splitlines()
     assert [line for line in err if line in log] == shown
     assert f"{keep.hidden} line(s) of profiler and library output shown only there" in res.stderr
