@@ -48,7 +48,7 @@ def as_sentence(text: str) -> str:
 
 def paper_items(verdicts: pd.DataFrame) -> pd.DataFrame:
     """The rows that judge the paper's numbers and claims (not the artifact's checks)."""
-    return verdicts[verdicts.get("item_type", pd.Series("", index=verdicts.index)) != "check"]
+    return verdicts[verdicts["item_type"] != "check"]
 
 
 def tally(verdicts: pd.DataFrame) -> str:
@@ -82,7 +82,7 @@ def load_verdicts(out: Path) -> pd.DataFrame:
         raise ArtifactError(
             f"'{path}' is not a verdict table: missing columns {', '.join(missing)}"
         )
-    for column in ("item_type", "config_id"):  # added later: older folders lack them
+    for column in COLUMNS[9:]:  # added later: a verdicts.csv written before lacks them
         if column not in verdicts.columns:
             verdicts[column] = ""
     return verdicts

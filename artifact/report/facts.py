@@ -15,7 +15,7 @@ from artifact.aggregate import load_summary
 from artifact.env import FINGERPRINT_KEYS, REPO_ROOT
 from artifact.figures import spec_of
 from artifact.store import RunStore
-from artifact.verdicts import COLUMNS, load_verdicts
+from artifact.verdicts import load_verdicts
 
 TITLE = "Artifact appendix: Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning (Lee et al., arXiv 2507.03114)"
 # what makes an environment (the mixing check's keys), and how the run used it
@@ -58,9 +58,6 @@ def load_run(out: Path) -> Run:
     store = RunStore(out)
     summary = load_summary(out)
     verdicts = load_verdicts(out)  # compare judges; the report only reads
-    for column in COLUMNS:  # a verdicts.csv written before a column existed
-        if column not in verdicts:
-            verdicts[column] = ""
     return Run(
         out,
         summary,
