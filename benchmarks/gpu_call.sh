@@ -17,13 +17,12 @@ if [ "$bench" = largest ]; then
   echo "largest done after $(( $(date +%s) - start )) s"
 fi
 if [ "$bench" = bench ]; then
-  # FSDP MFU (DeepSpeed ZeRO-3 and FSDP2) at the quick preset's shape; one DeepSpeed
-  # setting tried; the largest configuration the plan says fits one H200, its peak memory
-  timeout 200 python3 benchmarks/fsdp_mfu.py --iters 6 --warmup 2 > "$out/mfu.json" 2> "$out/bench.err"
-  timeout 120 python3 benchmarks/fsdp_mfu.py --impls deepspeed --iters 6 --warmup 2 \
-    --zero '{"memory_efficient_linear": false}' > "$out/mfu_no_mel.json" 2>> "$out/bench.err"
-  timeout 150 python3 benchmarks/fsdp_mfu.py --impls deepspeed --model gpt3-2.7b --seq 2048 \
-    --micro-batch 64 --recompute --iters 2 --warmup 1 > "$out/largest.json" 2>> "$out/bench.err"
+  # FSDP MFU at the quick preset's shape: ZeRO-3 hooked per submodule (DeepSpeed's
+  # default) and per block (the artifact's), FSDP2; then per block with recomputation
+  mfu() { timeout 150 python3 benchmarks/fsdp_mfu.py --iters 8 --warmup 3 "$@" 2>> "$out/bench.err"; }
+  mfu --impls deepspeed --z3-leaf none > "$out/mfu_leaf_none.json"
+  mfu --impls deepspeed,fsdp2 --z3-leaf block > "$out/mfu_leaf_block.json"
+  mfu --impls deepspeed,fsdp2 --z3-leaf block --recompute > "$out/mfu_leaf_block_rc.json"
   tail -c 3000 "$out/bench.err" > "$out/bench_tail.err"; rm -f "$out/bench.err"
   echo "benchmarks done after $(( $(date +%s) - start )) s"
 fi

@@ -73,6 +73,19 @@ def _pairs(rank: int) -> dict:
             trainer = make(FsdpSpec(get_model(model), 2, precision, impl=impl), cpu, rank)
             out[(model, precision, impl)] = (_losses(trainer, Mode.OVERLAP), trainer.params)
             trainer.close()
+    # ZeRO-3 hooked per submodule (DeepSpeed's default) instead of per block (ours)
+    from deepspeed.utils import get_z3_leaf_modules
+
+    from artifact.workloads import fsdp_deepspeed
+
+    spec = FsdpSpec(get_model("gpt-tiny"), 2, "fp32")
+    for leaves in ((), fsdp_deepspeed.LEAF_MODULES):
+        saved, fsdp_deepspeed.LEAF_MODULES = fsdp_deepspeed.LEAF_MODULES, leaves
+        trainer = FsdpTrainer(spec, cpu, rank)
+        leaf_names = sorted(type(m).__name__ for m in get_z3_leaf_modules(trainer.engine.module))
+        out[("leaves", len(leaves))] = (_losses(trainer, Mode.OVERLAP), leaf_names)
+        trainer.close()
+        fsdp_deepspeed.LEAF_MODULES = saved
     # the control: FSDP2 without gradient clipping (the step ZeRO-3 also clips)
     saved, fsdp2.CLIP_NORM = fsdp2.CLIP_NORM, math.inf
     trainer = fsdp2.Fsdp2Trainer(
@@ -148,6 +161,16 @@ def _worker(rank: int, port: int, results) -> None:
 @pytest.fixture(scope="module")
 def ranks():
     return spawn_gloo(_worker, 31000)
+
+
+def test_zero3_gathers_a_block_as_one_unit(ranks):
+    """Each transformer block is one ZeRO-3 leaf (one gather and one pair of hooks, as
+    FSDP2 shards it); the losses are those of DeepSpeed's per-submodule hooks, bit for bit."""
+    for rank in (0, 1):
+        per_block, blocks = ranks[rank]["pairs"][("leaves", 1)]
+        per_submodule, none = ranks[rank]["pairs"][("leaves", 0)]
+        assert blocks == ["Block"] * get_model("gpt-tiny").layers and none == []
+        assert per_block == per_submodule and per_block[-1] < per_block[0]
 
 
 @pytest.mark.parametrize("model", ["gpt-tiny", "llama-tiny"])

@@ -22,12 +22,17 @@ from artifact.errors import bad_choice
 from artifact.modes import Mode, collectives_in, install_collective_modes
 from artifact.precision import matmul_precision
 from artifact.workloads import FSDP_IMPLS
-from artifact.workloads.models import DecoderLM, lm_loss, synthetic_batch
+from artifact.workloads.models import Block, DecoderLM, lm_loss, synthetic_batch
 
 log = logging.getLogger(__name__)
 
 CLIP_NORM = 1.0  # gradient clipping, both implementations
 INITIAL_SCALE_POWER = 12  # fp16: the dynamic loss scale starts at 2**12, both implementations
+# ZeRO-3 gathers and releases each of these as one unit, with one pair of hooks, instead
+# of hooking every Linear and norm inside it: the granularity FSDP2 shards at (one
+# fully_shard per block). ZeRO-3's per-submodule hooks are host work the GPU waits for
+# (docs/measurement.md, Workload settings: the MFU with and without). Empty: per submodule.
+LEAF_MODULES: tuple[type, ...] = (Block,)
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,8 @@ class FsdpTrainer:
         else:
             model = DecoderLM(spec.model, recompute=spec.recompute)
         self.params = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
+        if LEAF_MODULES:
+            deepspeed.utils.set_z3_leaf_modules(model, list(LEAF_MODULES))
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
         self.engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
         self.tokens = synthetic_batch(spec.model, spec.micro_batch, device, seed=rank)
