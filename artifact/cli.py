@@ -23,18 +23,14 @@ from rich.table import Table
 from artifact import env as envmod
 from artifact import procs, progress, runplan
 from artifact.config import (
-    MODELS,
-    PARALLELISMS,
     PRECISIONS,
     check_device,
-    check_precision,
-    get_model,
     get_preset,
 )
-from artifact.errors import ArtifactError, bad_choice
+from artifact.errors import ArtifactError
 from artifact.figures import REGISTRY, spec_of
 from artifact.memory import RECOMPUTE_CHOICES
-from artifact.workloads import FSDP_IMPLS
+from artifact.options import RunOptions
 
 console = Console()
 err_console = Console(stderr=True)
@@ -60,20 +56,9 @@ def _positive(name: str, value: int | None) -> int | None:
     return value
 
 
-def run_options(args: argparse.Namespace) -> dict:
+def run_options(args: argparse.Namespace) -> RunOptions:
     """The experiment's knobs from the flags, every one checked before torch loads."""
-    if args.precision is not None:
-        check_precision(args.precision)
-    for name in (
-        "reps",
-        "gpus",
-        "nproc",
-        "matmul_size",
-        "comm_mib",
-        "nnodes",
-        "power_interval_ms",
-        "hang_timeout_s",
-    ):
+    for name in ("reps", "gpus", "nproc", "nnodes", "hang_timeout_s"):
         _positive(f"--{name.replace('_', '-')}", getattr(args, name))
     if args.nnodes and args.nnodes > 1 and not args.rdzv_endpoint:
         raise ArtifactError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
@@ -83,32 +68,21 @@ def run_options(args: argparse.Namespace) -> dict:
             raise ArtifactError(
                 f"--rdzv-endpoint {args.rdzv_endpoint!r} is not HOST:PORT (e.g. node01:29500)"
             )
-    models = args.models and [get_model(m.strip()).name for m in args.models.split(",")]
-    if args.models is not None and not args.models.strip():
-        raise bad_choice("model", args.models, MODELS)
-    parallelisms = args.parallelisms.split(",") if args.parallelisms else None
-    for p in parallelisms or []:
-        if p not in PARALLELISMS:
-            raise bad_choice("parallelism", p, PARALLELISMS)
-    if args.fsdp_impl is not None and args.fsdp_impl not in FSDP_IMPLS:
-        raise bad_choice("FSDP implementation", args.fsdp_impl, FSDP_IMPLS)
-    options = {
-        # the default (deepspeed) is left out, so plans and folders from before the flag resume
-        "fsdp_impl": args.fsdp_impl if args.fsdp_impl != "deepspeed" else None,
-        "matmul_size": args.matmul_size,
-        "precision": args.precision,
-        "comm_bytes": args.comm_mib << 20 if args.comm_mib else None,
-        "allow_power_cap": args.allow_power_cap or None,
-        "models": models,
-        "parallelisms": parallelisms,
-        "power_interval_s": args.power_interval_ms / 1e3 if args.power_interval_ms else None,
-        "recompute": args.recompute,
-    }
-    options = {k: v for k, v in options.items() if v is not None}
+    options = RunOptions.from_flags(
+        precision=args.precision,
+        matmul_size=args.matmul_size,
+        comm_mib=args.comm_mib,
+        power_interval_ms=args.power_interval_ms,
+        models=args.models,
+        parallelisms=args.parallelisms,
+        recompute=args.recompute,
+        fsdp_impl=args.fsdp_impl,
+        allow_power_cap=args.allow_power_cap,
+    )
     if args.only_applicable:  # nox -s all hands every figure the same flags
         for flag in runplan.foreign_options(args.figure, options):
             console.print(f"{args.figure} does not take {flag}: left out for it")
-        options = {k: v for k, v in options.items() if k in spec_of(args.figure).options}
+        options = options.only(spec_of(args.figure).options)
     runplan.check_options(args.figure, options)
     return options
 
@@ -267,7 +241,7 @@ def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -
         console.print(f"removed {removed} half-written file(s) a killed run left in {out}")
     for stale in procs.clear_stale_build_locks():
         console.print(f"removed a build lock a killed run left behind: {stale}")
-    uses_deepspeed = figure in ("fig4", "fig10", "fig11") and "fsdp_impl" not in options
+    uses_deepspeed = figure in ("fig4", "fig10", "fig11") and "deepspeed" in options.fsdp_impls
     if device == "cpu" and uses_deepspeed and not procs.built("deepspeed_shm_comm"):
         console.print(
             "first use: DeepSpeed builds its CPU communication op now (about 40 s on 2 cores; "
@@ -479,7 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--fsdp-impl",
-        help="fig4, fig5, fig10, fig11: FSDP rows through deepspeed (ZeRO-3, the paper's; default) or fsdp2 (torch)",
+        help="fig4, fig5, fig10, fig11: FSDP rows through deepspeed (ZeRO-3, the paper's; "
+        "default), fsdp2 (torch) or both side by side (deepspeed,fsdp2)",
     )
     run.add_argument(
         "--power-interval-ms", type=int, help="power sampling interval (default 20 ms)"

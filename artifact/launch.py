@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from artifact import procs
+from artifact.options import RunOptions
 from artifact.progress import read_beacon
 
 DEFAULT_HANG_S = 600.0  # no output and no progress this long: the run is hung
@@ -36,7 +37,7 @@ def torchrun_command(
     out: Path,
     reps: int,
     nproc: int,
-    options: dict[str, Any],
+    options: RunOptions,
     nnodes: int = 1,
     rdzv_endpoint: str | None = None,
 ) -> list[str]:
@@ -66,7 +67,7 @@ def torchrun_command(
         "--reps",
         str(reps),
         "--options",
-        json.dumps(options),
+        json.dumps(options.as_json()),
     ]
     return cmd
 

@@ -32,6 +32,7 @@ from artifact.config import Preset
 from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize, timed
 from artifact.modes import SEQUENTIAL_REPEAT
+from artifact.options import RunOptions
 from artifact.store import RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,8 @@ class RunContext:
     warmup: int
     iters: int
     traces_dir: Path | None = None  # where rep 0's traces are kept; None keeps none
-    options: dict[str, Any] = field(default_factory=dict)  # experiment knobs from the CLI
+    options: RunOptions = field(default_factory=RunOptions)  # experiment knobs from the CLI
+    gpu_index: int = 0  # the physical GPU (NVML's index) this rank drives
     power_backend: power.Backend = field(default_factory=power.NoneBackend)
     power_interval_s: float = power.DEFAULT_INTERVAL_S
     _last_progress: float = -1e9
@@ -173,7 +175,7 @@ def check_gpu_alone(ctx: RunContext) -> None:
     """After each configuration: no other job has started on our GPUs meanwhile (its
     load would enter every number). Every rank looks at its own GPU and all agree."""
     ours = set(gather(os.getpid()))
-    gpu = {ctx.options.get("gpu_index", 0): ctx.power_backend}
+    gpu = {ctx.gpu_index: ctx.power_backend}
     mine = procs.other_gpu_processes(gpu, ours, visible_only=True)
     found = [p for rank in gather(mine) for p in rank]
     procs.refuse_shared(found, allow=os.environ.get(SHARED_ENV) == "1")

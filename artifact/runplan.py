@@ -6,7 +6,8 @@ flags continues that plan ("resuming: k of n repetitions done"); a different pla
 refused in one line naming the difference, except an explicit larger `--reps`, which
 extends the plan and says so. summarize counts only the repetitions a plan asks for.
 
-Also here: which options each experiment takes (anything else is refused).
+Also here: the check that a figure takes the options a run sets (its spec's `options`;
+anything else is refused in one line).
 """
 
 from __future__ import annotations
@@ -17,42 +18,39 @@ from typing import Any
 
 from artifact.errors import ArtifactError
 from artifact.figures import spec_of
+from artifact.options import RunOptions, flag_of
 from artifact.store import atomic_write_text, strict_json
 
 PLAN = "plan.json"
-# The CLI's flag of each option (the options each figure takes: its spec's `options`).
-FLAG = {
-    "precision": "--precision",
-    "matmul_size": "--matmul-size",
-    "comm_bytes": "--comm-mib",
-    "power_interval_s": "--power-interval-ms",
-    "models": "--models",
-    "parallelisms": "--parallelisms",
-    "recompute": "--recompute",
-    "fsdp_impl": "--fsdp-impl",
-    "allow_power_cap": "--allow-power-cap",
-}
 
 
-def foreign_options(figure: str, options: dict[str, Any]) -> list[str]:
-    """The flags in `options` that `figure` does not take."""
-    return [FLAG[k] for k in options if k not in spec_of(figure).options]
+def foreign_options(figure: str, options: RunOptions) -> list[str]:
+    """The flags set in `options` that `figure` does not take."""
+    return [flag_of(k) for k in options.given() if k not in spec_of(figure).options]
 
 
-def check_options(figure: str, options: dict[str, Any]) -> None:
+def check_options(figure: str, options: RunOptions) -> None:
     spec = spec_of(figure)
     foreign = foreign_options(figure, options)
-    for key in options:
+    for key in options.given():
         if key in spec.why_not:
             raise ArtifactError(spec.why_not[key])
     if foreign:
-        takes = ", ".join(sorted(FLAG[k] for k in spec.options)) or "none"
+        takes = ", ".join(sorted(flag_of(k) for k in spec.options)) or "none"
         raise ArtifactError(f"{figure} does not take {', '.join(foreign)}; it takes: {takes}")
 
 
 def _plain(obj: Any) -> Any:
     """`obj` as plan.json holds it (strict JSON), so a fresh value compares with a stored one."""
     return json.loads(json.dumps(strict_json(obj), default=str))
+
+
+def _flag(name: str) -> str:
+    """The flag of an option a plan holds (one an older version wrote may be unknown now)."""
+    try:
+        return flag_of(name)
+    except StopIteration:
+        return name
 
 
 def _differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -78,7 +76,7 @@ def reconcile(
     fingerprint: dict[str, Any],
     reps: int | None,
     default_reps: int,
-    options: dict[str, Any],
+    options: RunOptions,
 ) -> tuple[int, str | None]:
     """(the repetitions to run, a line to print) after checking the folder's plan.
 
@@ -100,10 +98,10 @@ def reconcile(
     fig = plan["figures"].get(figure)
     if fig is None:
         return reps or default_reps, None
-    changed = _differing(_plain(options), fig["options"])
+    changed = _differing(options.as_json(), fig["options"])
     if changed:
         raise ArtifactError(
-            f"'{out}' ran {figure} with other options ({', '.join(FLAG.get(k, k) for k in changed)}: "
+            f"'{out}' ran {figure} with other options ({', '.join(_flag(k) for k in changed)}: "
             f"{ {k: fig['options'].get(k) for k in changed} } before); use another --out"
         )
     if reps is None or reps == fig["reps"]:
@@ -124,7 +122,7 @@ def record(
     device: str,
     fingerprint: dict[str, Any],
     reps: int,
-    options: dict[str, Any],
+    options: RunOptions,
     nproc: int,
 ) -> None:
     plan = read(out) or {
@@ -135,7 +133,7 @@ def record(
     }
     plan["figures"][figure] = {
         "reps": reps,
-        "options": _plain(options),
+        "options": options.as_json(),
         "processes": nproc,
     }
     atomic_write_text(Path(out) / PLAN, json.dumps(plan, indent=1, sort_keys=True))

@@ -20,6 +20,7 @@ from artifact.config import get_preset
 from artifact.figures import spec_of
 from artifact.measure import device as device_layer
 from artifact.measure import power
+from artifact.options import RunOptions
 from artifact.runner import RunContext, StopRequested
 from artifact.store import RunStore
 
@@ -87,7 +88,7 @@ def _context(args: argparse.Namespace, local_rank: int, device, backend: str) ->
         # set by the CLI's --allow-shared-device when other jobs used the GPU
         "other_gpu_processes": os.environ.get("ARTIFACT_SHARED_GPU_PROCESSES", ""),
     }
-    options = {**json.loads(args.options), "gpu_index": gpu_index}
+    options = RunOptions.from_json(json.loads(args.options))
     return RunContext(
         figure=args.figure,
         preset=preset,
@@ -101,8 +102,9 @@ def _context(args: argparse.Namespace, local_rank: int, device, backend: str) ->
         iters=preset.iters_per_rep,
         traces_dir=args.out / "traces" / args.figure,
         options=options,
+        gpu_index=gpu_index,
         power_backend=telemetry,
-        power_interval_s=options.get("power_interval_s") or power.DEFAULT_INTERVAL_S,
+        power_interval_s=options.power_interval_s or power.DEFAULT_INTERVAL_S,
     )
 
 

@@ -18,6 +18,7 @@ from artifact import memory
 from artifact.config import get_model, get_preset
 from artifact.errors import ArtifactError
 from artifact.measure import kernels
+from artifact.options import RunOptions
 from tests.conftest import run_cli, spawn_gloo
 
 STEPS = 3
@@ -268,7 +269,7 @@ def _ctx(**options):
         world_size=2,
         device=torch.device("cpu"),
         provenance={},
-        options=options,
+        options=RunOptions(**options),
     )
 
 
@@ -282,7 +283,7 @@ def test_config_ids_and_records_name_the_implementation():
         "deepspeed-zero3",
         "deepspeed",
     )
-    config_id, config, spec = fsdp.config_for(_ctx(fsdp_impl="fsdp2"), "gpt-tiny", 2, "fp32")
+    config_id, config, spec = fsdp.config_for(_ctx(), "gpt-tiny", 2, "fp32", "fsdp2")
     assert config_id == "gpt-tiny_fsdp2_fp32_mb2_w2"
     assert (config["fsdp_impl"], config["framework"], config["parallelism"]) == (
         "fsdp2",
@@ -292,6 +293,23 @@ def test_config_ids_and_records_name_the_implementation():
     # the same sharding of the same 16 bytes a parameter: the same estimate
     ds = fsdp.config_for(_ctx(), "gpt-tiny", 2, "fp32")[2]
     assert memory.estimate(spec, 2) == memory.estimate(ds, 2) > 0
+
+
+def test_side_by_side_runs_each_point_through_each_implementation():
+    """`--fsdp-impl deepspeed,fsdp2`: every point twice, one implementation after the other;
+    the default runs DeepSpeed alone."""
+    from artifact.experiments import fsdp
+
+    points = [("gpt-tiny", 2, "fp32"), ("llama-tiny", 2, "fp32")]
+    both = fsdp.configs_for(_ctx(fsdp_impl="deepspeed,fsdp2"), points)
+    assert [c.config_id for c in both] == [
+        "gpt-tiny_fsdp_fp32_mb2_w2",
+        "llama-tiny_fsdp_fp32_mb2_w2",
+        "gpt-tiny_fsdp2_fp32_mb2_w2",
+        "llama-tiny_fsdp2_fp32_mb2_w2",
+    ]
+    assert [c.spec.impl for c in both] == ["deepspeed"] * 2 + ["fsdp2"] * 2
+    assert [c.spec.impl for c in fsdp.configs_for(_ctx(), points)] == ["deepspeed"] * 2
 
 
 def test_unknown_implementation_is_one_line():

@@ -8,7 +8,7 @@ import pytest
 from artifact.errors import ArtifactError
 from artifact.figures import ALL, OWN_RECORDS, REGISTRY, Panel, Series, spec_of
 from artifact.figures.names import figure_names
-from artifact.runplan import FLAG
+from artifact.options import FIELDS
 from tests.conftest import ROOT
 
 H200_SUMMARY = ROOT / "results" / "h200x1" / "all-quick" / "summary.csv"
@@ -19,7 +19,7 @@ def problems(spec, measured: set[tuple[str, str, str]]) -> list[str]:
     out = []
     if spec.expected and not (ROOT / "expected" / spec.expected).is_file():
         out.append(f"expected/{spec.expected} missing")
-    out += [f"unknown option {o}" for o in spec.options if o not in FLAG]
+    out += [f"unknown option {o}" for o in spec.options if o not in FIELDS]
     derives = {d.metric for d in spec_of(spec.records).derived}
     # a figure the H200 did not run (fig9 needs --allow-power-cap): any figure's rows
     ran = {(f, m, x) for f, m, x in measured if f == spec.records}

@@ -13,6 +13,7 @@ import torch.distributed as dist
 from artifact import memory
 from artifact.config import get_model, get_preset
 from artifact.errors import ArtifactError
+from artifact.options import RunOptions
 from artifact.workloads.models import Block, DecoderLM, lm_loss, synthetic_batch
 from artifact.workloads.pipeline_megatron import PipelineSpec
 from tests.conftest import spawn_gloo
@@ -141,7 +142,7 @@ def test_records_name_attention_and_recompute():
         world_size=2,
         device=torch.device("cpu"),
         provenance={},
-        options={},
+        options=RunOptions(),
     )
     _, config, spec = pipeline.config_for(ctx, "gpt-tiny", 2, "fp32")
     assert spec.attention == "sdpa" and config["attention"] == "sdpa"
@@ -185,7 +186,7 @@ def _ctx(preset: str, world: int, **options):
         world_size=world,
         device=torch.device("cpu"),
         provenance={},
-        options=options,
+        options=RunOptions(**options),
     )
 
 

@@ -20,11 +20,10 @@ before the compute started (measured on an H200: overlap fraction 0.00 at 1 and 
 
 from __future__ import annotations
 
-from typing import Any
-
 from artifact.config import Preset
 from artifact.errors import ArtifactError
 from artifact.experiments import fig8
+from artifact.options import RunOptions
 from artifact.precision import dtype_of
 from artifact.runner import ConfigPoint, RunContext
 from artifact.workloads.microbench import MicrobenchSpec
@@ -50,27 +49,27 @@ def mechanisms(world_size: int, device_type: str, cta_limits: tuple[int, ...]) -
     ]
 
 
-def sweep_of(preset: Preset, options: dict[str, Any]) -> tuple[list, list[int]]:
+def sweep_of(preset: Preset, options: RunOptions) -> tuple[list, list[int]]:
     """The preset's compute kinds and sizes, narrowed by --precision and --comm-mib."""
     sweep = preset.contention
-    kinds = [k for k in sweep.computes if options.get("precision") in (None, k.precision)]
-    sizes = [b for b in sweep.comm_bytes if options.get("comm_bytes") in (None, b)]
+    kinds = [k for k in sweep.computes if options.precision in (None, k.precision)]
+    sizes = [b for b in sweep.comm_bytes if options.comm_bytes in (None, b)]
     if not kinds:
         precisions = ", ".join(dict.fromkeys(k.precision for k in sweep.computes))
         raise ArtifactError(
-            f"no contention point with precision {options['precision']!r} in preset "
+            f"no contention point with precision {options.precision!r} in preset "
             f"{preset.name!r}; accepted: {precisions}"
         )
     if not sizes:
         mibs = ", ".join(str(b >> 20) for b in sweep.comm_bytes if b >= 1 << 20)
         raise ArtifactError(
-            f"no contention point of {options['comm_bytes'] >> 20} MiB in preset "
+            f"no contention point of {options.comm_bytes >> 20} MiB in preset "
             f"{preset.name!r}; accepted --comm-mib: {mibs or 'none (sizes below 1 MiB)'}"
         )
     return kinds, sizes
 
 
-def check_options(preset: Preset, options: dict[str, Any]) -> None:
+def check_options(preset: Preset, options: RunOptions) -> None:
     """Refuse, before anything runs, a precision or size the preset's sweep does not hold."""
     sweep_of(preset, options)
 

@@ -15,8 +15,8 @@ from artifact.runner import RunContext
 def run(ctx: RunContext) -> None:
     grid = [(m, mb) for m in training.models_of(ctx) for mb in ctx.preset.micro_batches]
     precision = ctx.preset.precision
-    chosen = ctx.options.get("parallelisms") or ["fsdp", "pipeline"]
+    chosen = ctx.options.parallelisms or ("fsdp", "pipeline")
     if "fsdp" in chosen:
-        fsdp.run(ctx, [fsdp.config_for(ctx, m, mb, precision) for m, mb in grid])
+        fsdp.run(ctx, fsdp.configs_for(ctx, [(m, mb, precision) for m, mb in grid]))
     if "pipeline" in chosen:
         pipeline.run(ctx, [pipeline.config_for(ctx, m, mb, precision) for m, mb in grid])

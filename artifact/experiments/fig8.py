@@ -22,6 +22,7 @@ from typing import Any
 from artifact import metrics as eq
 from artifact.config import Preset
 from artifact.modes import SEQUENTIAL_REPEAT, rotated, with_repeat
+from artifact.options import RunOptions
 from artifact.precision import dtype_of
 from artifact.runner import (
     BASE_UNITS,
@@ -59,12 +60,12 @@ UNITS = {
 
 
 def configs(
-    preset: Preset, world_size: int, device_type: str, gpu: str | None, options: dict[str, Any]
+    preset: Preset, world_size: int, device_type: str, gpu: str | None, options: RunOptions
 ) -> list[ConfigPoint]:
     mb = preset.microbench
-    size = int(options.get("matmul_size") or mb.matmul_size)
-    precision = options.get("precision") or mb.dtype
-    comm_bytes = int(options.get("comm_bytes") or mb.comm_bytes)
+    size = options.matmul_size or mb.matmul_size
+    precision = options.precision or mb.dtype
+    comm_bytes = options.comm_bytes or mb.comm_bytes
     comms = ["allreduce"]
     if world_size == 1 and device_type == "cuda":
         comms += ["onerank-avg", "copy"]

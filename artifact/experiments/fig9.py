@@ -31,8 +31,8 @@ def _status(ctx: RunContext, status: str, reason: str, **details: Any) -> None:
 
 
 def run(ctx: RunContext) -> None:
-    allowed = bool(ctx.options.get("allow_power_cap"))
-    index = ctx.options.get("gpu_index", ctx.rank)
+    allowed = bool(ctx.options.allow_power_cap)
+    index = ctx.gpu_index
     limit, rng = ctx.power_backend.power_limit_w(), ctx.power_backend.limit_range_w()
     if not allowed:
         planned = (

@@ -1,5 +1,6 @@
-"""FSDP rows of Figs. 4, 5, 10 and 11: DeepSpeed ZeRO-3 (the paper's, the default) or
-torch's FSDP2 (`run --fsdp-impl fsdp2`), over the same models, steps and modes."""
+"""FSDP rows of Figs. 4, 5, 10 and 11: DeepSpeed ZeRO-3 (the paper's, the default),
+torch's FSDP2 (`run --fsdp-impl fsdp2`) or both side by side (`--fsdp-impl
+deepspeed,fsdp2`), over the same models, steps and modes."""
 
 from __future__ import annotations
 
@@ -10,8 +11,15 @@ from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
 FRAMEWORK = {"deepspeed": "deepspeed-zero3", "fsdp2": "torch-fsdp2"}
 
 
-def config_for(ctx: RunContext, model: str, micro_batch: int, precision: str) -> ConfigPoint:
-    impl = ctx.options.get("fsdp_impl", "deepspeed")
+def configs_for(ctx: RunContext, points: list[tuple[str, int, str]]) -> list[ConfigPoint]:
+    """(model, micro-batch, precision) points, each through every implementation asked for
+    (one implementation's configurations after the other's)."""
+    return [config_for(ctx, *point, impl) for impl in ctx.options.fsdp_impls for point in points]
+
+
+def config_for(
+    ctx: RunContext, model: str, micro_batch: int, precision: str, impl: str = "deepspeed"
+) -> ConfigPoint:
     spec, recompute_why = training.recompute_as_asked(
         ctx, FsdpSpec(training.model_of(ctx, model), micro_batch, precision, impl=impl)
     )

@@ -13,6 +13,5 @@ from artifact.runner import RunContext
 
 def run(ctx: RunContext, precisions: tuple[str, ...]) -> None:
     mb = ctx.preset.micro_batches[0]
-    fsdp.run(
-        ctx, [fsdp.config_for(ctx, m, mb, p) for m in training.models_of(ctx) for p in precisions]
-    )
+    points = [(m, mb, p) for m in training.models_of(ctx) for p in precisions]
+    fsdp.run(ctx, fsdp.configs_for(ctx, points))

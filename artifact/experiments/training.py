@@ -56,7 +56,7 @@ def phase_order(rep: int) -> tuple[str, ...]:
 def recompute_as_asked(ctx: RunContext, spec):
     """The spec with recomputation as `--recompute` asks (auto: the preset's memory rule,
     artifact.memory.with_recompute), and why it is on ("" when off)."""
-    choice = ctx.options.get("recompute", "auto")
+    choice = ctx.options.recompute or "auto"
     return memory.with_recompute(spec, ctx.world_size, choice, ctx.preset.recompute_above_gib)
 
 
@@ -85,7 +85,7 @@ def base_config(
 
 
 def models_of(ctx: RunContext) -> list[str]:
-    return ctx.options.get("models") or list(ctx.preset.models)
+    return list(ctx.options.models or ctx.preset.models)
 
 
 def cannot_run(ctx: RunContext, spec: Any) -> tuple[str | None, float]:

@@ -37,7 +37,7 @@ class Panel:
     percent: bool = False
 
 
-# the run options (artifact.runplan.FLAG's keys) of the two kinds of experiment
+# the run options (fields of artifact.options.RunOptions) of the two kinds of experiment
 TRAINING_OPTIONS = frozenset({"models", "power_interval_s", "recompute", "fsdp_impl"})
 MICROBENCH_OPTIONS = frozenset({"precision", "matmul_size", "comm_bytes", "power_interval_s"})
 
@@ -51,7 +51,7 @@ class FigureSpec:
     name: str  # "fig4": the CLI's, nox's and the records' name
     title: str  # the paper's words: "Fig. 4: compute slowdown under overlap"
     experiment: str | None  # module under artifact.experiments with run(ctx, **params)
-    options: frozenset[str]  # run options it honours (artifact.runplan.FLAG's keys)
+    options: frozenset[str]  # run options it honours (fields of artifact.options.RunOptions)
     params: Mapping[str, Any] = field(default_factory=dict)  # run()'s keyword arguments
     records_of: str | None = None  # drawn from another figure's records (fig5: fig4's)
     derived: tuple[Derived, ...] = ()

@@ -1,0 +1,137 @@
+"""RunOptions: the experiment knobs of one `run`, checked once, then read-only.
+
+The CLI builds it from the flags (`from_flags`), which checks every value against what is
+accepted; it travels to every rank as JSON (`as_json`, `from_json`) and is compared with
+a results folder's plan.json in that same JSON form. A field left None means "the
+preset's or the figure's default", and None fields are left out of the JSON, so plans
+written before a field existed still resume. Which figures take which field: each
+figure's spec (`FigureSpec.options`, these field names).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from artifact.config import MODELS, PARALLELISMS, check_precision, get_model
+from artifact.errors import ArtifactError, bad_choice
+from artifact.memory import RECOMPUTE_CHOICES
+from artifact.workloads import FSDP_IMPLS
+
+
+def _flag(name: str) -> Any:
+    """A field that defaults to None and knows the CLI flag that sets it."""
+    return field(default=None, metadata={"flag": name})
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    precision: str | None = _flag("--precision")
+    matmul_size: int | None = _flag("--matmul-size")
+    comm_bytes: int | None = _flag("--comm-mib")  # bytes; the flag takes MiB
+    power_interval_s: float | None = _flag("--power-interval-ms")  # seconds; the flag takes ms
+    models: tuple[str, ...] | None = _flag("--models")
+    parallelisms: tuple[str, ...] | None = _flag("--parallelisms")
+    recompute: str | None = _flag("--recompute")  # auto (None), on, off
+    # the FSDP implementations, comma-separated in the order run; None: deepspeed alone
+    # (the paper's), left out so plans from before the flag resume
+    fsdp_impl: str | None = _flag("--fsdp-impl")
+    allow_power_cap: bool | None = _flag("--allow-power-cap")
+
+    def __post_init__(self):
+        if self.precision is not None:
+            check_precision(self.precision)
+        for name in ("matmul_size", "comm_bytes"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ArtifactError(f"{flag_of(name)} must be at least 1, got {value}")
+        if self.power_interval_s is not None and self.power_interval_s <= 0:
+            raise ArtifactError(
+                f"--power-interval-ms must be at least 1, got {self.power_interval_s * 1e3:g}"
+            )
+        for model in self.models or ():
+            get_model(model)
+        if self.models is not None and not self.models:
+            raise bad_choice("model", "", MODELS)
+        for p in self.parallelisms or ():
+            if p not in PARALLELISMS:
+                raise bad_choice("parallelism", p, PARALLELISMS)
+        if self.recompute is not None and self.recompute not in RECOMPUTE_CHOICES:
+            raise bad_choice("--recompute", self.recompute, RECOMPUTE_CHOICES)
+        for impl in self.fsdp_impls:
+            if impl not in FSDP_IMPLS:
+                raise bad_choice("FSDP implementation", impl, FSDP_IMPLS)
+        if len(set(self.fsdp_impls)) < len(self.fsdp_impls):
+            raise ArtifactError(f"--fsdp-impl {self.fsdp_impl!r} names an implementation twice")
+
+    @property
+    def fsdp_impls(self) -> tuple[str, ...]:
+        return tuple(self.fsdp_impl.split(",")) if self.fsdp_impl else ("deepspeed",)
+
+    @classmethod
+    def from_flags(
+        cls,
+        *,
+        precision=None,
+        matmul_size=None,
+        comm_mib=None,
+        power_interval_ms=None,
+        models=None,
+        parallelisms=None,
+        recompute=None,
+        fsdp_impl=None,
+        allow_power_cap=False,
+    ) -> RunOptions:
+        """The options as the CLI's flags give them (MiB, ms, comma lists)."""
+        impls = fsdp_impl and ",".join(i.strip() for i in fsdp_impl.split(","))
+        return cls(
+            precision=precision,
+            matmul_size=matmul_size,
+            comm_bytes=comm_mib << 20 if comm_mib is not None and comm_mib > 0 else comm_mib,
+            power_interval_s=power_interval_ms / 1e3 if power_interval_ms is not None else None,
+            models=_names(models, lambda name: get_model(name).name),
+            parallelisms=_names(parallelisms, str),
+            recompute=recompute,
+            fsdp_impl=None if impls == "deepspeed" else impls,
+            allow_power_cap=allow_power_cap or None,
+        )
+
+    def given(self) -> tuple[str, ...]:
+        """The fields a run set (not left to their defaults)."""
+        return tuple(f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None)
+
+    def only(self, names) -> RunOptions:
+        """These options with every field outside `names` back at its default."""
+        return dataclasses.replace(self, **{n: None for n in self.given() if n not in names})
+
+    def as_json(self) -> dict[str, Any]:
+        """The set fields, tuples as lists: what plan.json and the ranks' --options hold."""
+        return {
+            n: list(v) if isinstance(v, tuple) else v
+            for n in self.given()
+            for v in (getattr(self, n),)
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunOptions:
+        known = {f.name for f in dataclasses.fields(cls)}
+        if unknown := sorted(set(data) - known):
+            raise bad_choice("run option", unknown[0], sorted(known))
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def flag_of(name: str) -> str:
+    """The CLI flag of a RunOptions field."""
+    return next(f.metadata["flag"] for f in dataclasses.fields(RunOptions) if f.name == name)
+
+
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunOptions))
+
+
+def _names(text: str | None, canonical) -> tuple[str, ...] | None:
+    """A comma-separated flag as a tuple (None when not given; empty names kept, so the
+    check names them)."""
+    if text is None:
+        return None
+    return tuple(canonical(n.strip()) for n in text.split(",") if n.strip())
