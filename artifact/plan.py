@@ -229,10 +229,8 @@ def training_memory(
 
 # recomputation runs every forward twice: 8 x params x tokens of work instead of 6
 RECOMPUTE_COST = 8 / 6
-# phases a repetition: training's overlap, sequential, its A/A repeat and nocomm; the
-# microbenchmark's four, plus the repeat where the figure reports Eq. 1 (artifact.modes)
+# phases a repetition: training's overlap, sequential, its A/A repeat and nocomm
 TRAINING_PHASES = 4
-MICRO_PHASES = {"fig6": 4, "fig7": 4, "fig8": 5, "fig9": 5, "v2": 5}
 
 
 def step_seconds(
@@ -328,7 +326,8 @@ def _microbench_costs(p: Preset, fig: str, i: int, t_iter: float, world: int) ->
     if fig == "fig7":
         return 4 * max(0.5, p.power_window_s / 2), reps * RECORD_BYTES[fig], FIG7_SERIES_BYTES, ""
     traces = 4 * world * MICRO_TRACE_BYTES  # the A/A repeat keeps no trace
-    phases = MICRO_PHASES[fig]
+    # the microbenchmark's four, plus the A/A repeat where the figure reports Eq. 1
+    phases = 4 + spec_of(fig).runs_noise_floor
     if fig == "v2":
         frac = p.v2.delay_fractions[i]
         per_rep = phases * 2 * p.iters_per_rep * t_iter * (1 + frac)

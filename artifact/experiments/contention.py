@@ -128,5 +128,4 @@ def run(ctx: RunContext) -> None:
         power_window_of=lambda config: (
             sweep.power_window_s if config["comm_bytes"] == sweep.power_at_bytes else 0.0
         ),
-        noise_floor=True,
     )

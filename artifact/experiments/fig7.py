@@ -73,12 +73,41 @@ def _trace_window(ctx: RunContext, bench: Microbench, block_s: float):
     return kernels.kernel_table(trace), power.trace_base_ns(trace), sampler.samples(), spans
 
 
+def _window_metrics(samples, table, base_ns, spans, comm, tdp: float):
+    """One window's metrics (% of TDP per kernel state and per block), and its samples'
+    power and state labels."""
+    resolution = power.effective_resolution_s(samples, "power_instant_w")
+    labels = power.label_samples(samples, table, base_ns, comm, lookback_s=resolution)
+    inst = samples["power_instant_w"].fillna(samples["power_w"])
+    m = {f"power_{s}_pct_tdp": [100 * float(inst[labels == s].mean()) / tdp] for s in power.STATES}
+    for block, (t0, t1) in spans.items():
+        sel = samples[(samples["t_ns"] >= t0) & (samples["t_ns"] <= t1)]
+        m[f"block_{block}_pct_tdp"] = [100 * power.window_power(sel).mean_w / tdp]
+    m["samples"] = [float(len(samples))]
+    m["power_resolution_ms"] = [resolution * 1e3]
+    m["window_s"] = [(samples["t_ns"].iloc[-1] - samples["t_ns"].iloc[0]) / 1e9]
+    return m, inst, labels
+
+
+def _keep_series(ctx: RunContext, config_id: str, samples, inst, labels, tdp: float) -> None:
+    """The labelled series the report plots: time normalised to the window, power to TDP."""
+    t = samples["t_ns"].to_numpy(float)
+    series = samples.assign(
+        t_norm=(t - t[0]) / max(t[-1] - t[0], 1.0),
+        power_pct_tdp=100 * inst / tdp,
+        state=labels,
+    )[["t_norm", "power_pct_tdp", "state", "t_ns"]]
+    atomic_write_text(ctx.traces_dir / f"{config_id}-power.csv", series.to_csv(index=False))
+
+
 def run(ctx: RunContext) -> None:
     if ctx.power_backend.name == "none":
         if ctx.is_writer:
             ctx.store.write_status(ctx.figure, "not run", fig6.NO_TELEMETRY)
         return
     tdp = ctx.power_backend.power_limit_w()
+    # blocks of at least 0.5 s: 5 refresh intervals of NVML on an H200
+    block_s = max(MIN_BLOCK_S, ctx.preset.power_window_s / 2)
     for (config_id, config, spec), todo in pending(ctx, fig8.configs_here(ctx), ("trace",)):
         bench = Microbench(spec, ctx.device, seed=ctx.rank)
         bench.calibrate(ctx.warmup)
@@ -86,34 +115,11 @@ def run(ctx: RunContext) -> None:
         for rep in todo:
             stop_requested(ctx)
             ctx.progress(f"{config_id}: power trace", rep_k=rep + 1, rep_n=ctx.reps)
-            # blocks of at least 0.5 s: 5 refresh intervals of NVML on an H200
-            block_s = max(MIN_BLOCK_S, ctx.preset.power_window_s / 2)
             table, base_ns, samples, spans = _trace_window(ctx, bench, block_s)
-            resolution = power.effective_resolution_s(samples, "power_instant_w")
-            labels = power.label_samples(samples, table, base_ns, comm, lookback_s=resolution)
-            inst = samples["power_instant_w"].fillna(samples["power_w"])
-            m = {
-                f"power_{s}_pct_tdp": [100 * float(inst[labels == s].mean()) / tdp]
-                for s in power.STATES
-            }
-            for block, (t0, t1) in spans.items():
-                sel = samples[(samples["t_ns"] >= t0) & (samples["t_ns"] <= t1)]
-                w = power.window_power(sel)
-                m[f"block_{block}_pct_tdp"] = [100 * w.mean_w / tdp]
-            m["samples"] = [float(len(samples))]
-            m["power_resolution_ms"] = [resolution * 1e3]
-            m["window_s"] = [(samples["t_ns"].iloc[-1] - samples["t_ns"].iloc[0]) / 1e9]
+            m, inst, labels = _window_metrics(samples, table, base_ns, spans, comm, tdp)
             metrics, per_rank = reduce_ranks(m)
             if rep == 0 and ctx.rank == 0 and ctx.traces_dir is not None:
-                t = samples["t_ns"].to_numpy(float)
-                series = samples.assign(
-                    t_norm=(t - t[0]) / max(t[-1] - t[0], 1.0),
-                    power_pct_tdp=100 * inst / tdp,
-                    state=labels,
-                )[["t_norm", "power_pct_tdp", "state", "t_ns"]]
-                atomic_write_text(
-                    ctx.traces_dir / f"{config_id}-power.csv", series.to_csv(index=False)
-                )
+                _keep_series(ctx, config_id, samples, inst, labels, tdp)
             if ctx.is_writer:
                 ctx.store.write_record(
                     figure=ctx.figure,

@@ -21,6 +21,7 @@ from typing import Any
 
 from artifact import metrics as eq
 from artifact.config import Preset
+from artifact.figures import spec_of
 from artifact.modes import SEQUENTIAL_REPEAT, rotated, with_repeat
 from artifact.options import RunOptions
 from artifact.precision import dtype_of
@@ -125,7 +126,7 @@ def _phase_metrics(
 
 
 def run(ctx: RunContext) -> None:
-    run_configs(ctx, configs_here(ctx), noise_floor=True)
+    run_configs(ctx, configs_here(ctx))
 
 
 def _power_info(ctx: RunContext) -> dict[str, Any]:
@@ -147,17 +148,16 @@ def run_configs(
     max_repeats: int = 4096,
     power_window_of: Callable[[dict[str, Any]], float] | None = None,
     iters: int | None = None,
-    noise_floor: bool = False,
 ) -> None:
     """Measure every phase of every configuration, skipping repetitions already on disk.
 
     `repeats` fixes the collective's count (default: calibrated to span the compute, at
     most `max_repeats`); `power_window_of(config)` gives a configuration's power window in
     seconds (default: the preset's); `iters` the measured iterations a pass (default: the
-    preset's); `noise_floor` adds the A/A repeat of the sequential phase, for figures that
-    report Eq. 1.
+    preset's). The A/A repeat of the sequential phase runs where the figure derives the
+    noise floor (FigureSpec.runs_noise_floor).
     """
-    phases = with_repeat(PHASES) if noise_floor else PHASES
+    phases = with_repeat(PHASES) if spec_of(ctx.figure).runs_noise_floor else PHASES
     for (config_id, config, spec), todo in pending(ctx, todo_configs, phases):
         bench = Microbench(spec, ctx.device, seed=ctx.rank)
         count = bench.calibrate(ctx.warmup, repeats=repeats, max_repeats=max_repeats)

@@ -30,6 +30,25 @@ def _status(ctx: RunContext, status: str, reason: str, **details: Any) -> None:
     log.info("fig9: %s (%s)", status, reason)
 
 
+def _at_level(base: list[ConfigPoint], level: float | None, setter: str) -> list[ConfigPoint]:
+    """Fig. 8's configurations under one cap (None: uncapped), ids tagged with it."""
+    tag = "uncapped" if level is None else f"cap{level:g}W"
+    fake_note = "cap applied by a fake setter: no physical effect" if setter == "fake" else ""
+    return [
+        ConfigPoint(
+            f"{cid}_{tag}",
+            {
+                **cfg,
+                "power_cap_w": level,
+                "cap_setter": setter,
+                "note": "; ".join(n for n in (cfg["note"], fake_note if level else "") if n),
+            },
+            spec,
+        )
+        for cid, cfg, spec in base
+    ]
+
+
 def run(ctx: RunContext) -> None:
     allowed = bool(ctx.options.allow_power_cap)
     index = ctx.gpu_index
@@ -55,22 +74,7 @@ def run(ctx: RunContext) -> None:
     rng = setter.limit_range_w()
     levels = caps.scaled_cap_levels(PAPER_CAPS_W, PAPER_RANGE_W, rng)
     base = fig8.configs_here(ctx)
-    fake_note = "cap applied by a fake setter: no physical effect" if setter.name == "fake" else ""
     for level in [None, *levels]:
-        tag = "uncapped" if level is None else f"cap{level:g}W"
-        todo = [
-            ConfigPoint(
-                f"{cid}_{tag}",
-                {
-                    **cfg,
-                    "power_cap_w": level,
-                    "cap_setter": setter.name,
-                    "note": "; ".join(n for n in (cfg["note"], fake_note if level else "") if n),
-                },
-                spec,
-            )
-            for cid, cfg, spec in base
-        ]
         guard = (
             contextlib.nullcontext()
             if level is None
@@ -82,7 +86,7 @@ def run(ctx: RunContext) -> None:
             )
         )
         with guard:
-            fig8.run_configs(ctx, todo, noise_floor=True)
+            fig8.run_configs(ctx, _at_level(base, level, setter.name))
     _status(
         ctx,
         "ran",

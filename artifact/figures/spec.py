@@ -63,6 +63,12 @@ class FigureSpec:
     why_not: Mapping[str, str] = field(default_factory=dict)
 
     @property
+    def runs_noise_floor(self) -> bool:
+        """Whether its repetitions run the A/A repeat of the sequential phase: exactly the
+        figures that derive the noise floor of Eq. 1 (artifact.noise)."""
+        return any(d.metric == "noise_floor" for d in self.derived)
+
+    @property
     def records(self) -> str:
         """The figure whose runs and records serve this one."""
         return self.records_of or self.name

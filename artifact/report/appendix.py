@@ -276,7 +276,7 @@ def description(doc: Doc, run: Run) -> None:
     )
     doc.h(2, "C.3 Software dependencies")
     pinned = pins()
-    deviations = stack_deviations(run.ran_on.get("values", {}), pinned)
+    deviations = stack_deviations(run.values(), pinned)
     doc.p(
         f"Pinned in pyproject.toml and requirements/ (every package by version; the images by digest and hash): {', '.join(f'{d} {pinned[d]}' for d in PINNED.values() if d in pinned)}. "
         + (
@@ -343,7 +343,7 @@ def _run_notes(run: Run) -> list[str]:
         )
     elif fig9.get("status") == "ran":
         notes.append("Fig. 9 changed the GPU's power limit and restored it (status/fig9.json).")
-    for deviation in stack_deviations(run.ran_on.get("values", {})):
+    for deviation in stack_deviations(run.values()):
         notes.append(f"Measured with {deviation}: a run on the pinned stack may differ.")
     return notes or ["Nothing unusual was recorded."]
 

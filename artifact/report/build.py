@@ -58,7 +58,7 @@ def first_screen(doc: Doc, run: Run) -> None:
         f"**Preset:** {', '.join(presets) or '-'}; **repetitions:** n = {reps} a configuration (a verdict needs 5)",
         f"**Stack:** torch {as_value(prov.get('torch'))}, DeepSpeed {as_value(prov.get('deepspeed'))}, Megatron-core {as_value(prov.get('megatron_core'))}, NCCL {as_value(prov.get('nccl'))}, Python {as_value(prov.get('python'))}",
     ]
-    deviations = stack_deviations(run.ran_on.get("values", {}))
+    deviations = stack_deviations(run.values())
     if deviations:
         facts.append(f"**Stack differs from the pins (pyproject.toml):** {'; '.join(deviations)}")
     doc.items(facts)

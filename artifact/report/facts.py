@@ -47,7 +47,11 @@ class Run:
 
     def seen(self, key: str) -> list[str]:
         """Every value of a provenance key the run's records hold (VARYING_KEYS)."""
-        return self.ran_on.get("values", {}).get(key, [])
+        return self.values().get(key, [])
+
+    def values(self) -> dict[str, list[str]]:
+        """Every provenance key's values the run's records hold (VARYING_KEYS)."""
+        return self.ran_on.get("values", {})
 
     @property
     def fig_dir(self) -> Path:
