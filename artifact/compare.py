@@ -58,6 +58,9 @@ NO_COMMUNICATION_REASON = (
 )
 
 
+# FSDP implementations beyond the paper's (DeepSpeed ZeRO-3): shown, never judged by it
+BEYOND_PAPER = ("fsdp2",)
+
 # --- selecting rows ---------------------------------------------------------------------
 
 
@@ -281,6 +284,13 @@ class Run:
         configs = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
         return cls(summary, configs, RunStore(out).status(), gpus_in(summary))
 
+    @property
+    def paper_rows(self) -> pd.DataFrame:
+        """The rows the paper's items are judged on: not those of an implementation beyond
+        the paper (torch FSDP2 beside DeepSpeed ZeRO-3), which the report shows unjudged."""
+        beyond = {c for c, cfg in self.configs.items() if cfg.get("fsdp_impl") in BEYOND_PAPER}
+        return self.summary[~self.summary["config_id"].isin(beyond)]
+
 
 def _unjudgeable(item, run: Run) -> str | None:
     """Why the item is "not applicable" to this run before any row is read."""
@@ -335,7 +345,7 @@ def judge_item(item, run: Run) -> dict:
         if not is_number and item["kind"] == "metric_greater"
         else item.get("metric")
     )
-    rows = select(run.summary, item["rows"], metric)
+    rows = select(run.paper_rows, item["rows"], metric)
     if metric in NEEDS_COMMUNICATION:
         rows = _rows_with_communication(item, rows, run)
         if rows is None:

@@ -320,3 +320,28 @@ def test_too_few_repetitions_is_inconclusive(tmp_path, expected_dir):
         assert v.loc[item, "verdict"] == "inconclusive", item
         assert v.loc[item, "reason"].startswith("Too few repetitions to judge (n = 3")
         assert v.loc[item, "n"] == 3
+
+
+def test_fsdp2_rows_are_shown_but_never_judged_against_the_paper(tmp_path, expected_dir):
+    """`--fsdp-impl deepspeed,fsdp2`: the paper's items read the ZeRO-3 rows only; FSDP2's
+    (beyond the paper) would turn each verdict if they counted."""
+    paper = [
+        _row("small_fsdp", "fsdp", 0.18, 0.16, 0.21),
+        _row("big_fsdp", "fsdp", 0.30, 0.27, 0.33),
+        _row("small_pp", "pipeline", 0.05, 0.03, 0.07),
+    ]
+    beyond = [_row("small_fsdp2", "fsdp", -0.5, -0.6, -0.4)]
+    configs = {
+        "small_fsdp": {"params": 1e9, "fsdp_impl": "deepspeed"},
+        "big_fsdp": {"params": 13e9, "fsdp_impl": "deepspeed"},
+        "small_pp": {"params": 1e9},
+        "small_fsdp2": {"params": 1e9, "fsdp_impl": "fsdp2"},
+    }
+    got = verdicts_of(compare(_folder(tmp_path, paper + beyond, configs), expected_dir))
+    assert got["slowdown_mean"] == got["all_positive"] == got["fsdp_more"] == "reproduced"
+    # the control: the same FSDP2 row labelled as ZeRO-3's is judged, and fails the claims
+    configs["small_fsdp2"]["fsdp_impl"] = "deepspeed"
+    other = tmp_path / "control"
+    other.mkdir()
+    got = verdicts_of(compare(_folder(other, paper + beyond, configs), expected_dir))
+    assert got["slowdown_mean"] == got["all_positive"] == "not reproduced"

@@ -303,3 +303,27 @@ def test_licence_file_is_the_one_pyproject_names():
     text = (ROOT / "LICENSE").read_text()
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert 'license = { text = "Apache-2.0" }' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_both_fsdp_implementations_are_labelled_and_paired():
+    """Side by side (`--fsdp-impl deepspeed,fsdp2`): each bar names its implementation, and
+    a point's FSDP2 bar follows its ZeRO-3 one."""
+    configs = {
+        f"{m}_{tag}_fp16_mb8_w1": {"model": m, "parallelism": "fsdp", "fsdp_impl": impl}
+        for m in ("gpt3-1.3b", "gpt3-2.7b")
+        for tag, impl in (("fsdp", "deepspeed"), ("fsdp2", "fsdp2"))
+    }
+    ids = sorted(configs, key=plots._bar_order)
+    assert ids == [
+        "gpt3-1.3b_fsdp_fp16_mb8_w1",
+        "gpt3-1.3b_fsdp2_fp16_mb8_w1",
+        "gpt3-2.7b_fsdp_fp16_mb8_w1",
+        "gpt3-2.7b_fsdp2_fp16_mb8_w1",
+    ]
+    labels, _ = plots.config_labels(ids, configs)
+    assert labels == [
+        "GPT-3 1.3B\nFSDP (ZeRO-3)",
+        "GPT-3 1.3B\nFSDP2 (torch)",
+        "GPT-3 2.7B\nFSDP (ZeRO-3)",
+        "GPT-3 2.7B\nFSDP2 (torch)",
+    ]

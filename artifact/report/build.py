@@ -145,6 +145,12 @@ def figure_sections(doc: Doc, run: Run) -> None:
             caption += "; error bars: 95% CI over repetitions"
         if bands:
             caption += "; shaded: the paper's numbers judged here, with their tolerance"
+        impls = {run.configs.get(c, {}).get("fsdp_impl") for c in rows["config_id"]}
+        if "fsdp2" in impls:
+            caption += (
+                "; FSDP2 (torch) bars go beyond the paper, beside DeepSpeed ZeRO-3 on the same "
+                "points, and no verdict is drawn from them"
+            )
         doc.image(f"figures/{png.name}", caption + ".")
         notes = sorted({n for n in rows["note"].dropna() if n})
         if notes:

@@ -30,6 +30,8 @@ STATE_COLORS = {
     "idle": "tab:gray",
 }
 FAMILIES = {"gpt3": "GPT-3", "llama2": "LLaMA-2", "gpt": "GPT", "llama": "LLaMA"}
+# FSDP rows name their implementation (records from before the choice existed: "FSDP")
+FSDP_IMPLS = {"deepspeed": "FSDP (ZeRO-3)", "fsdp2": "FSDP2 (torch)"}
 PARALLELISMS = {
     "fsdp": "FSDP",
     "pipeline": "pipeline",
@@ -55,9 +57,11 @@ def _mib(n: float) -> str:
 
 def config_fields(config: dict) -> dict[str, str]:
     """A configuration's readable parts: model, parallelism, precision, micro-batch, ..."""
+    parallelism = config.get("parallelism")
     fields = {
         "model": model_name(config.get("model", "?")),
-        "parallelism": PARALLELISMS.get(config.get("parallelism"), config.get("parallelism")),
+        "parallelism": FSDP_IMPLS.get(config.get("fsdp_impl"))
+        or PARALLELISMS.get(parallelism, parallelism),
         "precision": str(config.get("precision", "")).upper(),
     }
     if config.get("micro_batch") is not None:
@@ -134,6 +138,11 @@ def _bands(ax, bands: list[tuple], metrics: set[str], scale: float) -> None:
             ax.axhspan(scale * lo, scale * hi, color="gold", alpha=0.3, label=f"paper: {label}")
 
 
+def _bar_order(config_id: str) -> tuple[str, bool]:
+    """Configurations in id order, a point's FSDP2 bar right after its ZeRO-3 one."""
+    return config_id.replace("_fsdp2_", "_fsdp_"), "_fsdp2_" in config_id
+
+
 def bar_figure(
     figure: str,
     summary: pd.DataFrame,
@@ -147,7 +156,7 @@ def bar_figure(
     rows = summary[summary["figure"] == spec.records]
     first, *more = spec.panels
     drawn = {s.metric for s in first.series}
-    ids = sorted(set(rows.loc[rows["metric"].isin(drawn), "config_id"]))
+    ids = sorted(set(rows.loc[rows["metric"].isin(drawn), "config_id"]), key=_bar_order)
     if not ids:
         return None
     # a further panel only where its metrics were measured (fig10's power: telemetry)
