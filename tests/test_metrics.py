@@ -139,3 +139,21 @@ def test_a_max_uses_per_repetition_values_not_a_derivative():
     per_rep = [3.0, 2.0, 3.0]
     lo, hi = stats.t.interval(0.95, 2, loc=2.0, scale=stats.sem(per_rep))
     assert (s.ci_low, s.ci_high) == pytest.approx((lo, hi))
+
+
+def test_matmul_peak_is_the_fastest_windows_median(monkeypatch):
+    """MFU's denominator: a slow start (clocks still ramping) does not lower the peak; the
+    fastest window's median does not take one lucky product either."""
+    import torch
+
+    from artifact.measure import peak
+
+    monkeypatch.setattr(peak, "WARMUP_S", 0.0)
+    # 5 windows of 10 products: slow, slow, fast (one outlier faster still), slow, slow
+    times = [2.0] * 20 + [1.0] * 9 + [0.1] + [2.0] * 20
+    seq = iter(times)
+    monkeypatch.setattr(peak, "timed", lambda fn, device: next(seq))
+    n = 64
+    got = peak.peak_matmul_tflops.__wrapped__(torch.device("cpu"), "fp32", n)
+    assert got == pytest.approx(2 * n**3 / 1.0 / 1e12)
+    assert next(seq, None) is None  # every window was timed
