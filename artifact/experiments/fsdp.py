@@ -26,8 +26,7 @@ def config_for(
     # DeepSpeed's ids are the output contract and stay as they were; FSDP2's name the
     # implementation, so records of both can share a folder (and configs.json) untouched
     tag = "fsdp" if impl == "deepspeed" else "fsdp2"
-    config_id = f"{model}_{tag}_{precision}_mb{micro_batch}_w{ctx.world_size}"
-    config_id += "_rc" if spec.recompute else ""
+    config_id = training.config_id(ctx, model, tag, precision, micro_batch, spec.recompute)
     config = training.base_config(
         ctx,
         model,

@@ -17,8 +17,7 @@ def config_for(ctx: RunContext, model: str, micro_batch: int, precision: str) ->
         ONE_STAGE_NOTE if ctx.world_size == 1 else "",
         megatron_cpu_shim.NOTE if ctx.device.type == "cpu" else "",
     ]
-    config_id = f"{model}_pipeline_{precision}_mb{micro_batch}_w{ctx.world_size}"
-    config_id += "_rc" if spec.recompute else ""
+    config_id = training.config_id(ctx, model, "pipeline", precision, micro_batch, spec.recompute)
     config = training.base_config(
         ctx,
         model,

@@ -67,6 +67,14 @@ def model_of(ctx: RunContext, name: str) -> ModelConfig:
     return dataclasses.replace(model, seq_len=seq) if seq and model.seq_len > seq else model
 
 
+def config_id(
+    ctx: RunContext, model: str, tag: str, precision: str, micro_batch: int, recompute: bool
+) -> str:
+    """'gpt3-1.3b_fsdp_fp16_mb8_w4' (+ '_rc' with recomputation): the output contract's ids."""
+    rc = "_rc" if recompute else ""
+    return f"{model}_{tag}_{precision}_mb{micro_batch}_w{ctx.world_size}{rc}"
+
+
 def base_config(
     ctx: RunContext, model: str, parallelism: str, precision: str, **extra: Any
 ) -> dict[str, Any]:
