@@ -44,14 +44,14 @@ RATES_CSV = RUN / "summary.csv"
 # table: `bash .ci/run` from a fresh clone, DeepSpeed's CPU op already built; its first
 # build adds about 40 s to fig4).
 TINY_MEASURED_S = {
-    "fig4": 23.0,
-    "fig6": 9.0,
-    "fig7": 9.0,
+    "fig4": 27.0,
+    "fig6": 10.0,
+    "fig7": 10.0,
     "fig8": 12.0,
-    "fig9": 9.0,
-    "fig10": 27.0,
-    "fig11": 19.0,
-    "contention": 11.0,
+    "fig9": 10.0,
+    "fig10": 34.0,
+    "fig11": 24.0,
+    "contention": 12.0,
     "v2": 12.0,
 }
 # The same at the quick preset on one H200 (results/h200x1/all-quick/README.md); the

@@ -230,7 +230,7 @@ def checklist(doc: Doc, run: Run) -> None:
             f"**Experiments:** this run {_figures_line(run)}.",
             f"**How much disk space is required (approximately)?** This run's folder holds records {plan._size(disk['records'])}, profiler traces {plan._size(disk['traces'])} and logs {plan._size(disk['logs'])}. The pinned `.venv/` about 1.7 GB; the CUDA image 8-10 GB (docs/docker.md); the paper preset's records and traces about {plan._size(paper['disk_bytes'])} (plan's estimate).",
             "**How much time is needed to prepare the workflow (approximately)?** About 2.5 min for `.venv/` on 2 CPU cores (the first nox session); a Docker build downloads about as much.",
-            "**How much time is needed to complete experiments (approximately)?** About 2.4 min on 2 CPU cores (tiny), 21.5 min on one H200 (quick), and on 4 GPUs of 80 GiB (paper) at least the estimate below; per experiment:",
+            "**How much time is needed to complete experiments (approximately)?** About 3 min on 2 CPU cores (tiny), 21 min on one H200 (quick), and on 4 GPUs of 80 GiB (paper) at least the estimate below; per experiment:",
         ]
     )
     doc.table(
