@@ -17,12 +17,12 @@ if [ "$bench" = largest ]; then
   echo "largest done after $(( $(date +%s) - start )) s"
 fi
 if [ "$bench" = bench ]; then
-  # FSDP MFU at the quick preset's shape: ZeRO-3 hooked per submodule (DeepSpeed's
-  # default) and per block (the artifact's), FSDP2; then per block with recomputation
+  # FSDP MFU at the quick preset's shape, three processes in a row: ZeRO-3 (one leaf a
+  # block) and FSDP2 each time, so the matmul peak's calibration (peak_tflops before the
+  # trainers, peak_tflops_after them) is seen three times; then per-submodule ZeRO-3
   mfu() { timeout 150 python3 benchmarks/fsdp_mfu.py --iters 8 --warmup 3 "$@" 2>> "$out/bench.err"; }
+  for k in 1 2 3; do mfu --impls deepspeed,fsdp2 > "$out/mfu_$k.json"; done
   mfu --impls deepspeed --z3-leaf none > "$out/mfu_leaf_none.json"
-  mfu --impls deepspeed,fsdp2 --z3-leaf block > "$out/mfu_leaf_block.json"
-  mfu --impls deepspeed,fsdp2 --z3-leaf block --recompute > "$out/mfu_leaf_block_rc.json"
   tail -c 3000 "$out/bench.err" > "$out/bench_tail.err"; rm -f "$out/bench.err"
   echo "benchmarks done after $(( $(date +%s) - start )) s"
 fi
