@@ -28,6 +28,7 @@ from artifact.aggregate import gpus_in, load_summary
 from artifact.expected import EXPECTED_DIR, load_expected
 from artifact.store import RunStore
 from artifact.verdicts import COLUMNS, as_sentence
+from artifact.workloads import beyond_paper
 
 # Fewer repetitions than this and a number is not judged either way (docs/measurement.md,
 # "Statistics"): at n = 3 even an honest interval is too wide to tell much, and the
@@ -57,9 +58,6 @@ NO_COMMUNICATION_REASON = (
     "so there is no overlap to judge."
 )
 
-
-# FSDP implementations beyond the paper's (DeepSpeed ZeRO-3): shown, never judged by it
-BEYOND_PAPER = ("fsdp2",)
 
 # --- selecting rows ---------------------------------------------------------------------
 
@@ -288,7 +286,7 @@ class Run:
     def paper_rows(self) -> pd.DataFrame:
         """The rows the paper's items are judged on: not those of an implementation beyond
         the paper (torch FSDP2 beside DeepSpeed ZeRO-3), which the report shows unjudged."""
-        beyond = {c for c, cfg in self.configs.items() if cfg.get("fsdp_impl") in BEYOND_PAPER}
+        beyond = {c for c, cfg in self.configs.items() if beyond_paper(cfg)}
         return self.summary[~self.summary["config_id"].isin(beyond)]
 
 

@@ -32,6 +32,7 @@ from artifact.report.facts import (
 )
 from artifact.store import atomic_write_text
 from artifact.verdicts import as_sentence, paper_items, tally
+from artifact.workloads import beyond_paper
 
 
 def _first_line(summary: pd.DataFrame, configs: dict) -> str:
@@ -145,8 +146,7 @@ def figure_sections(doc: Doc, run: Run) -> None:
             caption += "; error bars: 95% CI over repetitions"
         if bands:
             caption += "; shaded: the paper's numbers judged here, with their tolerance"
-        impls = {run.configs.get(c, {}).get("fsdp_impl") for c in rows["config_id"]}
-        if "fsdp2" in impls:
+        if any(beyond_paper(run.configs.get(c, {})) for c in set(rows["config_id"])):
             caption += (
                 "; FSDP2 (torch) bars go beyond the paper, beside DeepSpeed ZeRO-3 on the same "
                 "points, and no verdict is drawn from them"

@@ -31,7 +31,7 @@ STATE_COLORS = {
 }
 FAMILIES = {"gpt3": "GPT-3", "llama2": "LLaMA-2", "gpt": "GPT", "llama": "LLaMA"}
 # FSDP rows name their implementation (records from before the choice existed: "FSDP")
-FSDP_IMPLS = {"deepspeed": "FSDP (ZeRO-3)", "fsdp2": "FSDP2 (torch)"}
+FSDP_IMPL_LABELS = {"deepspeed": "FSDP (ZeRO-3)", "fsdp2": "FSDP2 (torch)"}
 PARALLELISMS = {
     "fsdp": "FSDP",
     "pipeline": "pipeline",
@@ -60,7 +60,7 @@ def config_fields(config: dict) -> dict[str, str]:
     parallelism = config.get("parallelism")
     fields = {
         "model": model_name(config.get("model", "?")),
-        "parallelism": FSDP_IMPLS.get(config.get("fsdp_impl"))
+        "parallelism": FSDP_IMPL_LABELS.get(config.get("fsdp_impl"))
         or PARALLELISMS.get(parallelism, parallelism),
         "precision": str(config.get("precision", "")).upper(),
     }
