@@ -27,7 +27,7 @@ from artifact.config import (
     check_device,
     get_preset,
 )
-from artifact.errors import ArtifactError
+from artifact.errors import ArtifactError, check_positive
 from artifact.figures import REGISTRY, spec_of
 from artifact.memory import RECOMPUTE_CHOICES
 from artifact.options import RunOptions
@@ -50,16 +50,10 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
-def _positive(name: str, value: int | None) -> int | None:
-    if value is not None and value < 1:
-        raise ArtifactError(f"{name} must be at least 1, got {value}")
-    return value
-
-
 def run_options(args: argparse.Namespace) -> RunOptions:
     """The experiment's knobs from the flags, every one checked before torch loads."""
     for name in ("reps", "gpus", "nproc", "nnodes", "hang_timeout_s"):
-        _positive(f"--{name.replace('_', '-')}", getattr(args, name))
+        check_positive(f"--{name.replace('_', '-')}", getattr(args, name))
     if args.nnodes and args.nnodes > 1 and not args.rdzv_endpoint:
         raise ArtifactError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
     if args.rdzv_endpoint is not None:

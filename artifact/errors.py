@@ -7,6 +7,12 @@ class ArtifactError(Exception):
     """A user-facing error: one line naming the bad value and, where it helps, the accepted ones."""
 
 
+def check_positive(flag: str, value: float | None) -> None:
+    """`--reps must be at least 1, got 0` (None: the flag was not given)."""
+    if value is not None and value < 1:
+        raise ArtifactError(f"{flag} must be at least 1, got {value:g}")
+
+
 def bad_choice(what: str, value: object, accepted: Iterable[object]) -> ArtifactError:
     """`unknown preset 'huge'; accepted: tiny, quick, paper`."""
     names = ", ".join(str(a) for a in accepted)

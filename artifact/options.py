@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from artifact.config import MODELS, PARALLELISMS, check_precision, get_model
-from artifact.errors import ArtifactError, bad_choice
+from artifact.errors import ArtifactError, bad_choice, check_positive
 from artifact.memory import RECOMPUTE_CHOICES
 from artifact.workloads import FSDP_IMPLS
 
@@ -42,14 +42,10 @@ class RunOptions:
     def __post_init__(self):
         if self.precision is not None:
             check_precision(self.precision)
-        for name in ("matmul_size", "comm_bytes"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ArtifactError(f"{flag_of(name)} must be at least 1, got {value}")
-        if self.power_interval_s is not None and self.power_interval_s <= 0:
-            raise ArtifactError(
-                f"--power-interval-ms must be at least 1, got {self.power_interval_s * 1e3:g}"
-            )
+        check_positive("--matmul-size", self.matmul_size)
+        check_positive("--comm-mib", self.comm_bytes)  # a positive MiB count is >= 1 byte
+        if self.power_interval_s is not None:
+            check_positive("--power-interval-ms", self.power_interval_s * 1e3)
         for model in self.models or ():
             get_model(model)
         if self.models is not None and not self.models:
