@@ -3,7 +3,7 @@
 - `die_with_parent()`: a process asks the kernel to kill it when its parent dies
   (Linux prctl PR_SET_PDEATHSIG). torchrun starts every worker in a session of its own,
   so `kill -9` of the launcher's process group used to leave the workers measuring and
-  writing; now the CLI's death takes torchrun, and torchrun's takes the workers.
+  writing; now the CLI's death kills torchrun, and torchrun's kills the workers.
 - `FolderLock`: a run holds an exclusive flock on OUT/.run.lock for its whole life; a
   second run into the same folder is refused at once, naming the holder.
 - `clear_stale_build_locks()`: torch's extension loader guards a build with a lock file
