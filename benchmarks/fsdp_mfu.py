@@ -71,6 +71,8 @@ def measure(impl: str, spec: FsdpSpec, args, ctx, world: int, peak: float) -> di
             times.append(
                 timed(lambda: losses.append(float(trainer.step(Mode.OVERLAP))), ctx.device)
             )
+        if args.trace:
+            _profile(trainer, ctx.device, Path(args.trace) / impl)
         step_s = statistics.median(times)
         tflops = trainer.model_flops_per_step(world) / step_s / world / 1e12
         return {
@@ -92,6 +94,21 @@ def measure(impl: str, spec: FsdpSpec, args, ctx, world: int, peak: float) -> di
         release_memory(ctx.device)
         if ctx.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(ctx.device)
+
+
+def _profile(trainer, device: torch.device, out: Path, steps: int = 3) -> None:
+    """torch.profiler over `steps` more steps: where the host spends a step (a table by
+    self CPU time) and the kernel timeline (a gzipped Chrome trace), to find the gaps."""
+    from torch.profiler import ProfilerActivity, profile
+
+    out.mkdir(parents=True, exist_ok=True)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            timed(lambda: trainer.step(Mode.OVERLAP), device)
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40)
+    (out / "cpu_ops.txt").write_text(table)
+    prof.export_chrome_trace(str(out / "trace.json.gz"))
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -118,6 +135,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default="block",
         help="ZeRO-3 hooks each transformer block as one unit (the artifact's) or every submodule",
     )
+    p.add_argument("--trace", help="folder: profile 3 more steps of each implementation there")
     args = p.parse_args(argv)
     impls = args.impls.split(",")
     if bad := [i for i in impls if i not in FSDP_IMPLS]:

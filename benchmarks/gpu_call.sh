@@ -17,13 +17,18 @@ if [ "$bench" = largest ]; then
   echo "largest done after $(( $(date +%s) - start )) s"
 fi
 if [ "$bench" = bench ]; then
-  # FSDP MFU at the quick preset's shape, three processes in a row: ZeRO-3 (one leaf a
-  # block) and FSDP2 each time, so the matmul peak's calibration (peak_tflops before the
-  # trainers, peak_tflops_after them) is seen three times; then per-submodule ZeRO-3
-  mfu() { timeout 150 python3 benchmarks/fsdp_mfu.py --iters 8 --warmup 3 "$@" 2>> "$out/bench.err"; }
-  for k in 1 2 3; do mfu --impls deepspeed,fsdp2 > "$out/mfu_$k.json"; done
-  mfu --impls deepspeed --z3-leaf none > "$out/mfu_leaf_none.json"
-  tail -c 3000 "$out/bench.err" > "$out/bench_tail.err"; rm -f "$out/bench.err"
+  b=$out/bench; mkdir -p "$b"  # comes back as one bench.tgz (a call returns 8 files at most)
+  # MFU's denominator: the matmul peak window by window beside NVML's clock, power and
+  # temperature (benchmarks/peak_probe.py); then FSDP MFU at the quick preset's shape in
+  # three processes in a row (ZeRO-3 one leaf a block, and FSDP2), each calibrating the
+  # peak before (peak_tflops) and after (peak_tflops_after) its trainers; the first also
+  # profiles 3 steps of each (where ZeRO-3's host time goes)
+  timeout 60 python3 benchmarks/peak_probe.py --seconds 12 > "$b/peak_probe.json" 2>> "$b/bench.err"
+  mfu() { timeout 150 python3 benchmarks/fsdp_mfu.py --iters 8 --warmup 3 "$@" 2>> "$b/bench.err"; }
+  mfu --impls deepspeed,fsdp2 --trace "$b/trace" > "$b/mfu_1.json"
+  for k in 2 3; do mfu --impls deepspeed,fsdp2 > "$b/mfu_$k.json"; done
+  tail -c 3000 "$b/bench.err" > "$b/bench_tail.err"; rm -f "$b/bench.err"
+  tar czf "$out/bench.tgz" -C "$out" bench && rm -rf "$b"
   echo "benchmarks done after $(( $(date +%s) - start )) s"
 fi
 left=$(( seconds - ($(date +%s) - start) ))
