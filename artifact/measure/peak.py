@@ -27,12 +27,11 @@ def peak_matmul_tflops(device: torch.device, precision: str, size: int | None = 
     a = torch.randn(n, n, device=device, dtype=dtype_of(precision), generator=g)
     b = torch.randn(n, n, device=device, dtype=dtype_of(precision), generator=g)
     with matmul_precision(precision):
-        # Warm up by time, and take the best of several windows: one H200 calibrated FP16
-        # anywhere from 522 to 756 TFLOP/s from process to process with a 1 s warm-up and
-        # one window of 10 (peak_tflops_per_gpu in results/h200x1/*/configs.json), while
-        # the training kernels it divides ran at the same speed. Cause not established (a
-        # clock state after start-up or teardown is the likeliest); this longer,
-        # best-of-windows calibration is not yet measured on a GPU (docs/measurement.md).
+        # Warm up by time, and take the best of several windows: with a 1 s warm-up and one
+        # window, one H200 calibrated FP16 anywhere from 522 to 756 TFLOP/s from process to
+        # process; with these, 607-649 (results/h200x1/session6). Products run back to back,
+        # as training keeps the GPU busy, so the peak is the one under the power cap
+        # (docs/measurement.md, MFU's denominator).
         start = time.perf_counter()
         while time.perf_counter() - start < WARMUP_S:
             timed(lambda: a @ b, device)
