@@ -131,7 +131,7 @@ def _check_gpus_idle(nproc: int, allow: bool) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from artifact.store import default_out_dir, ensure_writable
+    from artifact.store import RunStore, default_out_dir, ensure_writable
 
     spec = spec_of(args.figure)
     figure = spec.records  # fig5 is drawn from fig4's records
@@ -179,6 +179,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if note:
         console.print(note)
     console.print(f"[bold]{figure}[/]: preset {preset.name}, {device} x{nproc}, out {out}")
+    store = RunStore(out)
+    if (args.nnodes or 1) == 1 and store.finished(figure, reps, nproc):
+        # The ranks would find every repetition on disk and skip it; starting them costs
+        # 15-19 s a figure on a GPU (torchrun, imports, process group) in a resumed suite.
+        console.print(
+            f"{figure}: all {reps} repetitions of every configuration are on disk "
+            f"(status/{figure}.json); nothing to run"
+        )
+        return _print_outcome(args, store, figure, out)
     return launch_and_report(args, figure, preset.name, device, out, reps, nproc, options)
 
 
@@ -266,6 +275,13 @@ def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -
             )
         err_console.print(f"{figure}: failed: {store.status()[figure]['reason']}")
         return 1
+    return _print_outcome(args, store, figure, out)
+
+
+def _print_outcome(args, store, figure: str, out: Path) -> int:
+    """A figure that ended: its status where it is not 'ran', each configuration that did
+    not run, and a digest of the summary."""
+    status = store.status()[figure]
     if status["status"] != "ran":
         console.print(f"{figure}: {status['status']} ({status['reason']})")
     for config_id, st in status.get("configs", {}).items():

@@ -174,6 +174,29 @@ class RunStore:
                 ) from None
         return out
 
+    def record_count(self, figure: str) -> int:
+        """How many finished records a figure has on disk (none read)."""
+        return sum(1 for _ in (self.records_dir / figure).glob("**/rep-*.json"))
+
+    def finished(self, figure: str, reps: int, processes: int) -> bool:
+        """Whether a run with this plan (`reps`, `processes`) already finished `figure`.
+
+        True only when its status is 'ran' with the stamp the ranks write at the end of a
+        whole run (`finished`: repetitions, processes, records), for the same repetitions
+        and processes, with no configuration 'failed' (a resume runs those again) and
+        every record it counted still on disk. Then the ranks would find every repetition
+        on disk and skip it, so the CLI need not start them."""
+        status = self.status().get(figure, {})
+        stamp = status.get("finished")
+        return (
+            status.get("status") == "ran"
+            and isinstance(stamp, dict)
+            and stamp.get("reps") == reps
+            and stamp.get("processes") == processes
+            and not any(c.get("status") == "failed" for c in status.get("configs", {}).values())
+            and self.record_count(figure) >= stamp.get("records", float("inf"))
+        )
+
     def clean_partial(self) -> int:
         """Remove temporary files a killed writer left behind; returns how many."""
         leftovers = list(self.root.glob("**/.*.tmp"))

@@ -132,17 +132,24 @@ def _run(ctx: RunContext) -> None:
         ctx.power_backend.close()
 
 
-def _finish_status(store: RunStore, figure: str) -> None:
-    """Rank 0, after every rank is done: 'running' becomes 'ran' or 'not run'."""
+def _finish_status(store: RunStore, figure: str, reps: int, processes: int) -> None:
+    """Rank 0, after every rank is done: 'running' becomes 'ran' or 'not run'; a 'ran'
+    gets the stamp that lets a resumed run skip starting the ranks (RunStore.finished)."""
     status = store.status()[figure]
-    if status.get("status") != "running":
-        return  # the experiment said it itself (not run: no telemetry, ...)
-    skipped = status.get("configs", {})
-    if any((store.records_dir / figure).glob("**/rep-*.json")):
-        why = f"{len(skipped)} configuration(s) not run" if skipped else "every configuration ran"
-        store.write_status(figure, "ran", why)
-    else:
-        store.write_status(figure, "not run", "no configuration could run here")
+    if status.get("status") == "running":  # else the experiment said it itself (fig6, fig7)
+        skipped = status.get("configs", {})
+        if store.record_count(figure):
+            why = (
+                f"{len(skipped)} configuration(s) not run" if skipped else "every configuration ran"
+            )
+            store.write_status(figure, "ran", why)
+        else:
+            store.write_status(figure, "not run", "no configuration could run here")
+        status = store.status()[figure]
+    if status.get("status") == "ran":
+        stamp = {"reps": reps, "processes": processes, "records": store.record_count(figure)}
+        details = {k: v for k, v in status.items() if k not in ("figure", "status", "reason")}
+        store.write_status(figure, "ran", status["reason"], **(details | {"finished": stamp}))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -164,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
         _run(ctx)
         dist.barrier()  # every rank's work, and rank 0's records, are done
         if rank == 0:
-            _finish_status(ctx.store, args.figure)
+            _finish_status(ctx.store, args.figure, ctx.reps, ctx.world_size)
     except BaseException:
         dist.destroy_process_group()
         raise

@@ -114,9 +114,14 @@ def test_rerun_resumes_without_redoing(fig8_run):
 
     out, _ = fig8_run
     before = {p: p.stat().st_mtime_ns for p in out.glob("records/**/rep-*.json")}
+    log = out / "logs" / "fig8.log"
+    log_before = log.stat().st_mtime_ns
     res = run_cli("run", "fig8", "--preset", "tiny", "--reps", "3", "--out", str(out))
     assert res.returncode == 0, res.stderr
-    assert "all 3 repetitions on disk" in res.stderr
+    # finished with this plan: the ranks are not started (the log is not rewritten)
+    assert "all 3 repetitions of every configuration are on disk" in " ".join(res.stdout.split())
+    assert "E2E overlap" in res.stdout  # the digest, as after a run
+    assert log.stat().st_mtime_ns == log_before
     assert {p: p.stat().st_mtime_ns for p in out.glob("records/**/rep-*.json")} == before
     res = run_cli("run", "fig8", "--preset", "tiny", "--reps", "4", "--out", str(out))
     assert res.returncode == 0, res.stderr

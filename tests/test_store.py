@@ -131,3 +131,53 @@ def test_mixed_environments_are_refused_unless_allowed():
     check_uniform_env(mixed, allow_mixed=True)
     # The hostname is not part of the fingerprint: multi-node runs summarise together.
     check_uniform_env([_rec(hostname="a"), _rec(hostname="b")])
+
+
+def _finished_run(tmp_path, reps=2, processes=2):
+    """A store where fig8's ranks finished 2 repetitions of 2 modes of one configuration."""
+    store = RunStore(tmp_path)
+    for mode in ("overlap", "sequential"):
+        for rep in range(reps):
+            store.write_record(
+                figure="fig8",
+                config_id="cfg",
+                config={},
+                mode=mode,
+                rep=rep,
+                metrics={"e2e_ms": 1.0},
+                units={"e2e_ms": "ms"},
+                provenance={"torch": "x"},
+            )
+    stamp = {"reps": reps, "processes": processes, "records": store.record_count("fig8")}
+    store.write_status("fig8", "ran", "every configuration ran", finished=stamp)
+    return store
+
+
+def test_a_finished_figure_is_known_without_starting_the_ranks(tmp_path):
+    store = _finished_run(tmp_path)
+    assert store.record_count("fig8") == 4
+    assert store.finished("fig8", reps=2, processes=2)
+    # another plan: more repetitions, or another world size (other config ids)
+    assert not store.finished("fig8", reps=3, processes=2)
+    assert not store.finished("fig8", reps=2, processes=4)
+    assert not store.finished("fig6", reps=2, processes=2)  # never ran
+
+
+def test_a_deleted_record_or_a_failed_configuration_means_run_the_ranks(tmp_path):
+    store = _finished_run(tmp_path)
+    store.record_path("fig8", "cfg", "overlap", 1).unlink()
+    assert not store.finished("fig8", reps=2, processes=2)
+
+    store = _finished_run(tmp_path / "failed")
+    store.write_config_status("fig8", "cfg2", "failed", "out of memory")
+    assert not store.finished("fig8", reps=2, processes=2)  # a resume runs it again
+    store = _finished_run(tmp_path / "not-run")
+    store.write_config_status("fig8", "cfg2", "not run", "FP16 is not supported on a CPU")
+    assert store.finished("fig8", reps=2, processes=2)  # the same machine says the same
+
+
+def test_a_status_without_the_stamp_is_not_finished(tmp_path):
+    """fig6 and fig7 write 'ran' themselves; so did every run before the stamp existed."""
+    store = _finished_run(tmp_path)
+    store.write_status("fig8", "ran", "power from nvml", finished=None)
+    assert not store.finished("fig8", reps=2, processes=2)
