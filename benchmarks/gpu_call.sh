@@ -23,7 +23,7 @@ if [ "$bench" = bench ]; then
   # three processes in a row (ZeRO-3 one leaf a block, and FSDP2), each calibrating the
   # peak before (peak_tflops) and after (peak_tflops_after) its trainers; the first also
   # profiles 3 steps of each (where ZeRO-3's host time goes)
-  timeout 60 python3 benchmarks/peak_probe.py --seconds 12 > "$b/peak_probe.json" 2>> "$b/bench.err"
+  timeout 60 python3 benchmarks/peak_probe.py --seconds 6 > "$b/peak_probe.json" 2>> "$b/bench.err"
   mfu() { timeout 150 python3 benchmarks/fsdp_mfu.py --iters 8 --warmup 3 "$@" 2>> "$b/bench.err"; }
   mfu --impls deepspeed,fsdp2 --trace "$b/trace" > "$b/mfu_1.json"
   for k in 2 3; do mfu --impls deepspeed,fsdp2 > "$b/mfu_$k.json"; done
