@@ -308,7 +308,7 @@ def workflow(doc: Doc) -> None:
         "`python3 -m nox -s all` prints the plan (memory, time and disk of every configuration), runs every experiment into one folder (`results/<time>-<preset>/`), going on past a failing one, then `summarize` (summary.csv, 95% CIs), `compare` (verdicts.csv) and `report` (this appendix). Each experiment: torchrun starts one process a GPU; each repetition runs every mode in rotated order; records are written atomically and a re-run resumes where it stopped."
     )
     doc.p(
-        f"**Kick the tires (about 5 minutes on one GPU, plus the first install):** `{KICK_THE_TIRES}`. It runs the Fig. 8 microbenchmark (120 s on one H200) and the smallest training configuration of Figs. 4 and 5 (169 s), five repetitions each (the quick preset's, the fewest a verdict accepts), then the verdicts and this report (about 15 s); the first session also builds `.venv/`. On a CPU the same line runs the tiny preset: 169 s on 2 shared cores, DeepSpeed's first op build included."
+        f"**Kick the tires (about 5.5 minutes on one GPU, plus the first install):** `{KICK_THE_TIRES}`. It runs the Fig. 8 microbenchmark ({plan._dur(plan.QUICK_H200_MEASURED_S['fig8'])} on one H200) and the smallest training configuration of Figs. 4 and 5 ({plan._dur(plan.QUICK_H200_MEASURED_S['fig4'])}), five repetitions each (the quick preset's, the fewest a verdict accepts), then the verdicts and this report (about 15 s); the first session also builds `.venv/`. On a CPU the same line runs the tiny preset: 169 s on 2 shared cores, DeepSpeed's first op build included."
     )
 
 
