@@ -1,4 +1,4 @@
-"""nox sessions: one per figure (fig4 ... fig11), contention, v2, all, report, tests, lint, bench.
+"""nox sessions: one per figure (fig4 ... fig11), contention, v2, all, plan, report, tests, lint, bench.
 
 Every session runs the artifact in one shared environment:
 - `.venv/` in the repository, built on first use and rebuilt when pyproject.toml,
