@@ -129,13 +129,19 @@ class ConfigPoint(NamedTuple):
 
 
 def pending(
-    ctx: RunContext, configs: list[ConfigPoint], phases: tuple[str, ...]
+    ctx: RunContext,
+    configs: list[ConfigPoint],
+    phases: tuple[str, ...],
+    numbered: tuple[int, int] | None = None,
 ) -> Iterator[tuple[ConfigPoint, list[int]]]:
     """Each configuration with repetitions still to measure, and those repetitions; one
     whose every phase of every repetition is on disk is skipped (a resumed run). The
-    progress beacon is told which configuration of how many is under way."""
-    for k, point in enumerate(configs, 1):
-        where = {"config_k": k, "config_n": len(configs), "config_id": point.config_id}
+    progress beacon is told which configuration of how many is under way: of `configs`,
+    or, for a figure that walks several lists (fig4: FSDP then pipeline), `numbered`
+    = (configurations before this list, configurations of the figure)."""
+    before, total = numbered or (0, len(configs))
+    for k, point in enumerate(configs, before + 1):
+        where = {"config_k": k, "config_n": total, "config_id": point.config_id}
         ctx.progress(f"{point.config_id}: set-up", **where, rep_k=None, phase=None, phase_k=None)
         todo = [r for r in range(ctx.reps) if not rep_done(ctx, point.config_id, phases, r)]
         if todo:

@@ -96,6 +96,16 @@ def test_summary_rows(fig4_run):
     assert "functional check" in rows["note"].iloc[0]
 
 
+def test_fig4_numbers_its_fsdp_and_pipeline_configurations_as_one_list(fig4_run):
+    """The progress beacon's last word: the pipeline configuration is 2 of 2 (FSDP's was
+    1 of 2), not 1 of 1 of a second list."""
+    from artifact import progress
+
+    beacon = progress.read_beacon(fig4_run / "logs" / "fig4.progress")
+    assert beacon["config_id"] == "gpt-tiny_pipeline_fp32_mb2_w2"
+    assert (beacon["config_k"], beacon["config_n"]) == (2, 2)
+
+
 def test_fig5_reads_fig4s_records(fig4_run):
     before = sorted(p.stat().st_mtime_ns for p in fig4_run.glob("records/**/rep-*.json"))
     res = run_cli(

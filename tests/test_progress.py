@@ -78,6 +78,24 @@ def test_a_real_measurement_loop_writes_config_rep_and_phase_k_of_n(tmp_path):
     assert state.doing(7.0) == "timed iteration 1/1"  # the config id and phase are above it
 
 
+def test_a_figure_walking_two_lists_numbers_its_configurations_once(tmp_path):
+    """fig4 walks its FSDP list, then its pipeline list: the beacon counts 1..4 of 4, not
+    1..2 of 2 twice (which sent the done count, and so the ETA, backwards)."""
+    ctx = _context(tmp_path, reps=1)
+    beacon = tmp_path / "logs" / "fig8.progress"
+    fsdp = [runner.ConfigPoint(f"fsdp-{k}", {}, None) for k in range(2)]
+    pipe = [runner.ConfigPoint(f"pipe-{k}", {}, None) for k in range(2)]
+    seen = []
+    for points, before in ((fsdp, 0), (pipe, len(fsdp))):
+        for _ in runner.pending(ctx, points, ("overlap",), numbered=(before, 4)):
+            b = progress.read_beacon(beacon)
+            seen.append((b["config_k"], b["config_n"], b["config_id"]))
+    assert seen == [(1, 4, "fsdp-0"), (2, 4, "fsdp-1"), (3, 4, "pipe-0"), (4, 4, "pipe-1")]
+    # one list alone is numbered within itself, as before
+    only = [b for b in runner.pending(ctx, fsdp, ("overlap",))]
+    assert len(only) == 2 and progress.read_beacon(beacon)["config_n"] == 2
+
+
 def _beacon(ctx: RunContext, what: str, **where) -> dict:
     """Written by the rank's own code, read back as the display reads it."""
     ctx.progress(what, **where)

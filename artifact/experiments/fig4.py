@@ -16,7 +16,14 @@ def run(ctx: RunContext) -> None:
     grid = [(m, mb) for m in training.models_of(ctx) for mb in ctx.preset.micro_batches]
     precision = ctx.preset.precision
     chosen = ctx.options.parallelisms or ("fsdp", "pipeline")
+    fsdp_points, pipeline_points = [], []
     if "fsdp" in chosen:
-        fsdp.run(ctx, fsdp.configs_for(ctx, [(m, mb, precision) for m, mb in grid]))
+        fsdp_points = fsdp.configs_for(ctx, [(m, mb, precision) for m, mb in grid])
     if "pipeline" in chosen:
-        pipeline.run(ctx, [pipeline.config_for(ctx, m, mb, precision) for m, mb in grid])
+        pipeline_points = [pipeline.config_for(ctx, m, mb, precision) for m, mb in grid]
+    # numbered across both lists, so progress and its ETA count the figure's configurations
+    total = len(fsdp_points) + len(pipeline_points)
+    if fsdp_points:
+        fsdp.run(ctx, fsdp_points, numbered=(0, total))
+    if pipeline_points:
+        pipeline.run(ctx, pipeline_points, numbered=(len(fsdp_points), total))

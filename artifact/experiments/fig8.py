@@ -148,17 +148,19 @@ def run_configs(
     max_repeats: int = 4096,
     power_window_of: Callable[[dict[str, Any]], float] | None = None,
     iters: int | None = None,
+    numbered: tuple[int, int] | None = None,
 ) -> None:
     """Measure every phase of every configuration, skipping repetitions already on disk.
 
     `repeats` fixes the collective's count (default: calibrated to span the compute, at
     most `max_repeats`); `power_window_of(config)` gives a configuration's power window in
     seconds (default: the preset's); `iters` the measured iterations a pass (default: the
-    preset's). The A/A repeat of the sequential phase runs where the figure derives the
-    noise floor (FigureSpec.runs_noise_floor).
+    preset's); `numbered` this list's place in the figure's configurations
+    (runner.pending). The A/A repeat of the sequential phase runs where the figure derives
+    the noise floor (FigureSpec.runs_noise_floor).
     """
     phases = with_repeat(PHASES) if spec_of(ctx.figure).runs_noise_floor else PHASES
-    for (config_id, config, spec), todo in pending(ctx, todo_configs, phases):
+    for (config_id, config, spec), todo in pending(ctx, todo_configs, phases, numbered):
         bench = Microbench(spec, ctx.device, seed=ctx.rank)
         count = bench.calibrate(ctx.warmup, repeats=repeats, max_repeats=max_repeats)
         config = {**config, "comm_repeats": count}

@@ -74,7 +74,8 @@ def run(ctx: RunContext) -> None:
     rng = setter.limit_range_w()
     levels = caps.scaled_cap_levels(PAPER_CAPS_W, PAPER_RANGE_W, rng)
     base = fig8.configs_here(ctx)
-    for level in [None, *levels]:
+    every = [None, *levels]  # one list of Fig. 8's configurations a level, numbered as one
+    for k, level in enumerate(every):
         guard = (
             contextlib.nullcontext()
             if level is None
@@ -86,7 +87,8 @@ def run(ctx: RunContext) -> None:
             )
         )
         with guard:
-            fig8.run_configs(ctx, _at_level(base, level, setter.name))
+            numbered = (k * len(base), len(every) * len(base))
+            fig8.run_configs(ctx, _at_level(base, level, setter.name), numbered=numbered)
     _status(
         ctx,
         "ran",

@@ -50,5 +50,7 @@ def make_trainer(spec: FsdpSpec, ctx: RunContext):
     return FsdpTrainer(spec, ctx.device, ctx.rank)
 
 
-def run(ctx: RunContext, configs: list[ConfigPoint]) -> None:
-    training.run_configs(ctx, configs, lambda spec: make_trainer(spec, ctx))
+def run(
+    ctx: RunContext, configs: list[ConfigPoint], numbered: tuple[int, int] | None = None
+) -> None:
+    training.run_configs(ctx, configs, lambda spec: make_trainer(spec, ctx), numbered)

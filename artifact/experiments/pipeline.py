@@ -35,5 +35,7 @@ def config_for(ctx: RunContext, model: str, micro_batch: int, precision: str) ->
     return ConfigPoint(config_id, config, spec)
 
 
-def run(ctx: RunContext, configs: list[ConfigPoint]) -> None:
-    training.run_configs(ctx, configs, lambda spec: PipelineTrainer(spec, ctx.device))
+def run(
+    ctx: RunContext, configs: list[ConfigPoint], numbered: tuple[int, int] | None = None
+) -> None:
+    training.run_configs(ctx, configs, lambda spec: PipelineTrainer(spec, ctx.device), numbered)

@@ -126,10 +126,12 @@ def run_configs(
     ctx: RunContext,
     configs: list[ConfigPoint],
     make_trainer: Callable[[Any], Any],
+    numbered: tuple[int, int] | None = None,
 ) -> None:
     """Measure every mode of every configuration, skipping repetitions already on disk
-    and configurations the device cannot run (recorded with their reason)."""
-    for (config_id, config, spec), todo in pending(ctx, configs, PHASES):
+    and configurations the device cannot run (recorded with their reason). `numbered`:
+    this list's place in the figure's configurations (runner.pending)."""
+    for (config_id, config, spec), todo in pending(ctx, configs, PHASES, numbered):
         reason, needed = cannot_run(ctx, spec)
         if reason:
             _not_run(ctx, config_id, reason)
