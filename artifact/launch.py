@@ -41,7 +41,7 @@ def torchrun_command(
     nnodes: int = 1,
     rdzv_endpoint: str | None = None,
 ) -> list[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc)]
+    cmd = [sys.executable, "-m", procs.TORCHRUN, "--nproc-per-node", str(nproc)]
     if nnodes == 1 and rdzv_endpoint is None:
         cmd.append("--standalone")
     else:
@@ -125,6 +125,7 @@ def launch(
     progress = log_path.with_suffix(".progress")
     progress.unlink(missing_ok=True)
     env = {**child_env(kwargs["device"]), "PYTHONUNBUFFERED": "1", "ARTIFACT_HANG_S": str(hang_s)}
+    cli = os.getpid()  # torchrun's parent: if it is gone before torchrun's prctl, so is torchrun
     with log_path.open("a", buffering=1) as log:  # by line: `tail -f` follows the run
         log.write(f"{RUN_HEADER} {' '.join(torchrun_command(**kwargs))}\n")
         log.flush()
@@ -138,12 +139,12 @@ def launch(
             # group of its own, so the CLI alone decides (stop between repetitions, or
             # now on a second Ctrl-C; the CLI then terminates torchrun itself, below).
             # The CLI killed outright (SIGKILL): torchrun is killed too, and its death
-            # kills each worker (worker.main). Not SIGTERM: torchrun's graceful shutdown
+            # kills each worker (artifact/worker.py, before its imports). Not SIGTERM: torchrun's graceful shutdown
             # once outlived the 10 s a killed run is given to leave no process (CI,
             # tests/test_interrupt.py), and with nobody left to record anything it
             # has nothing to do.
             start_new_session=True,
-            preexec_fn=lambda: procs.die_with_parent(signal.SIGKILL),
+            preexec_fn=lambda: procs.die_with_parent(signal.SIGKILL, parent=cli),
         )
         last_output, hung = [time.time()], []
         watch = threading.Thread(

@@ -26,12 +26,28 @@ log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """Have the kernel send `sig` to this process when its parent exits (Linux only)."""
+# The module torchrun runs as (artifact.launch): a rank's parent's command line holds it.
+TORCHRUN = "torch.distributed.run"
+
+
+def die_with_parent(sig: int = signal.SIGKILL, parent: int | str | None = None) -> None:
+    """Have the kernel send `sig` to this process when its parent exits (Linux only).
+
+    `parent` is the parent this process should still have: its PID, or a string its
+    command line holds. A parent that died before the prctl took effect sends nothing
+    (the race prctl(2) describes): this process, already orphaned, then dies at once.
+    A rank killed with its launcher while still importing torch used to live on,
+    waiting for a rendezvous that could not come."""
     if not sys.platform.startswith("linux"):
         return
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, sig)
+    if parent is None:
+        return
+    ppid = os.getppid()
+    alive = ppid == parent if isinstance(parent, int) else parent in _cmdline(ppid)
+    if not alive:
+        os.kill(os.getpid(), sig)
 
 
 def _cmdline(pid: int) -> str:

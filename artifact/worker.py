@@ -11,11 +11,17 @@ import sys
 import warnings
 from pathlib import Path
 
+from artifact import procs
+
+if __name__ == "__main__":
+    # A rank dies with torchrun, its parent; asked for before torch's seconds of imports,
+    # and at once if torchrun is already gone (killed with the CLI meanwhile)
+    procs.die_with_parent(parent=procs.TORCHRUN)
+
 import torch
 import torch.distributed as dist
 
 from artifact import env as envmod
-from artifact import procs
 from artifact.config import get_preset
 from artifact.figures import spec_of
 from artifact.measure import device as device_layer
@@ -154,7 +160,6 @@ def _finish_status(store: RunStore, figure: str, reps: int, processes: int) -> N
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    procs.die_with_parent()  # torchrun gone (killed with its launcher): this rank goes too
     # DeepSpeed calls torch.distributed functions that torch 2.13 marks deprecated; the
     # warning repeats on every call and buries the run's own log.
     warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated")

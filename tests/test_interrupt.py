@@ -80,6 +80,39 @@ def test_a_second_run_into_a_held_folder_is_refused(tmp_path):
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
+    # killed this early, the ranks may still be importing torch: none may outlive it (they
+    # used to, orphaned before asking to die with torchrun, waiting for a rendezvous)
+    deadline = time.monotonic() + 10
+    while processes_naming(str(out)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_naming(str(out)) == []
+
+
+_CHILD = (
+    "import os, sys; from artifact import procs; "
+    "parent = sys.argv[1]; parent = int(parent) if parent.isdigit() else parent; "
+    "procs.die_with_parent(parent=parent); print('alive', flush=True)"
+)
+
+
+@pytest.mark.parametrize(
+    "parent, survives",
+    [
+        ("self", True),  # its real parent (this test's process), alive
+        ("other", False),  # another PID: its parent is gone, as after a kill before the prctl
+        ("python", True),  # the parent's command line holds it
+        (procs.TORCHRUN, False),  # a rank whose torchrun is gone
+    ],
+)
+def test_a_process_orphaned_before_its_prctl_dies_at_once(parent, survives):
+    arg = {"self": str(os.getpid()), "other": str(os.getpid() + 1_000_000)}.get(parent, parent)
+    res = subprocess.run(
+        [sys.executable, "-c", _CHILD, arg], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    if survives:
+        assert res.returncode == 0 and res.stdout == "alive\n", res.stderr
+    else:
+        assert res.returncode == -signal.SIGKILL and res.stdout == ""
 
 
 @pytest.mark.parametrize("content", [None, "", "garbage,\x00\x01\nnot,a,summary\n"])
