@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rich import box
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.markup import escape
 from rich.table import Table
 
@@ -398,6 +399,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not out.is_dir():
         raise ArtifactError(f"no results folder '{out}'")
     verdicts = write_verdicts(out)
+    if verdicts["verdict"].nunique() == 1:
+        # one verdict for every item (a CPU run: nothing evaluated): a line a reason, not
+        # a table of identical rows
+        verdict = verdicts["verdict"].iloc[0]
+        console.print(f"verdicts ({out / 'verdicts.csv'}): all {len(verdicts)} items {verdict}")
+        for reason, n in verdicts["reason"].value_counts(sort=False).items():
+            console.print(f"  {n} item(s): {reason}")
+        console.print(tally(verdicts))
+        return 0
     table = Table(title=f"verdicts ({out / 'verdicts.csv'})")
     for col in ("figure", "item", "verdict", "reason"):
         table.add_column(col, overflow="fold")
@@ -417,7 +427,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     report = write_report(out)
     lines = (report / "appendix.md").read_text().splitlines()
     first = next(line for line in lines if line and not line.startswith("#"))  # past the title
-    console.print(f"{first}\nreport: {report / 'appendix.html'}")
+    console.print(Markdown(first))  # its **bold**, not the asterisks
+    console.print(f"report: {report / 'appendix.html'}")
     return 0
 
 
