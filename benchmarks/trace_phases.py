@@ -14,58 +14,58 @@ trace set, not against untraced step times. Prints one JSON object.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 import sys
+from pathlib import Path
 
-GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
+import numpy as np
 
-
-def busy_us(intervals: list[tuple[float, float]]) -> float:
-    """Length of the union of [start, end) intervals."""
-    total, end = 0.0, float("-inf")
-    for s, e in sorted(intervals):
-        if s > end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
+# this checkout's artifact package, not another one an editable install may point to
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from artifact.measure.kernels import (  # noqa: E402
+    intersection_length,
+    kernel_table,
+    load_trace,
+    merge_intervals,
+)
 
 
 def phases(trace: dict) -> list[dict[str, float]]:
     """Per step: span and busy milliseconds of forward, backward and optimizer step."""
-    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
-    work = sorted(
-        (e["ts"], e["ts"] + e["dur"], e["name"]) for e in events if e.get("cat") in GPU_WORK
-    )
+    work = kernel_table(trace)  # the GPU's kernels, copies and memsets, by start
     steps = sorted(
         (e["ts"], e["ts"] + e["dur"])
-        for e in events
-        if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("Optimizer.step")
+        for e in trace["traceEvents"]
+        if e.get("ph") == "X"
+        and e.get("cat") == "gpu_user_annotation"
+        and e["name"].startswith("Optimizer.step")
     )
-    if not work or not steps:
+    if work.empty or not steps:
         return []
+    starts = work["start"].to_numpy()
+    busy = merge_intervals(starts, starts + work["dur"].to_numpy())
+    backward = starts[work["name"].map(_is_backward).to_numpy(dtype=bool)]
 
     def window(a: float, b: float) -> dict[str, float]:
-        inside = [(max(a, s), min(b, e)) for s, e, _ in work if s < b and e > a]
-        return {"span_ms": (b - a) / 1e3, "busy_ms": busy_us(inside) / 1e3}
+        inside = intersection_length(busy, np.array([[a, b]]))
+        return {"span_ms": (b - a) / 1e3, "busy_ms": inside / 1e3}
+
+    def backward_in(a: float, b: float) -> np.ndarray:
+        return backward[(backward >= a) & (backward < b)]
 
     # DeepSpeed steps its optimizer once a parameter sub-group, with copies between: an
     # annotation with no backward kernel since the previous one continues that step
     merged: list[list[float]] = []
     for opt_start, opt_end in steps:
-        since = merged[-1][1] if merged else work[0][0]
-        if merged and not any(since <= s < opt_start and _is_backward(n) for s, _, n in work):
+        if merged and not len(backward_in(merged[-1][1], opt_start)):
             merged[-1][1] = opt_end
         else:
             merged.append([opt_start, opt_end])
-    rows, start = [], work[0][0]
+    rows, start = [], starts[0]
     for opt_start, opt_end in merged:
-        backward = [s for s, _, n in work if start <= s < opt_start and _is_backward(n)]
-        split = min(backward) if backward else opt_start
+        bwd = backward_in(start, opt_start)
+        split = bwd.min() if len(bwd) else opt_start
         row = {}
         for name, (a, b) in (
             ("forward", (start, split)),
@@ -89,9 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     out = {}
     for path in args.traces:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt") as f:
-            rows = phases(json.load(f))
+        rows = phases(load_trace(path))
         if not rows:
             print(
                 f"error: no GPU kernels or no Optimizer.step annotation on the GPU timeline in {path}",

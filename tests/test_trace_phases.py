@@ -19,8 +19,18 @@ def _step(name, ts, dur):
     return {"ph": "X", "cat": "gpu_user_annotation", "name": name, "ts": ts, "dur": dur}
 
 
-def test_union_of_overlapping_intervals():
-    assert trace_phases.busy_us([(0, 10), (5, 12), (20, 25), (21, 22)]) == 17
+def test_busy_time_is_the_union_of_overlapping_work():
+    """Overlapping kernels (two streams) count once: 0-12 and 20-25 us busy, 17 in all."""
+    events = [
+        _kernel("gemm_fwd", 0, 10),
+        _kernel("nccl_fwd", 5, 7),
+        _kernel("gemm_fwd", 20, 5),
+        _kernel("nccl_fwd", 21, 1),
+        _kernel("gemm_bwd", 25, 5),
+        _step("Optimizer.step#AdamW.step", 30, 1),
+    ]
+    (row,) = trace_phases.phases({"traceEvents": events})
+    assert row["forward_busy_ms"] * 1e3 == pytest.approx(17)
 
 
 def test_two_steps_and_a_two_part_optimizer_step():
