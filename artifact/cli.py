@@ -194,7 +194,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _interrupted(store, figure: str, why: str, reps: int, out: Path) -> int:
     """Three lines: what finished, what did not, and the command that resumes."""
-    done = len(list((store.records_dir / figure).glob("*/*/rep-*.json")))
+    done = store.record_count(figure)
     err_console.print(
         f"{figure}: interrupted by {why}; {done} record(s) finished and kept\n"
         f"not finished: the rest of {figure}'s {reps} repetitions (status/{figure}.json)\n"
@@ -287,7 +287,7 @@ def _print_outcome(args, store, figure: str, out: Path) -> int:
         console.print(f"{figure}: {status['status']} ({status['reason']})")
     for config_id, st in status.get("configs", {}).items():
         console.print(f"{figure}: {config_id}: {st['status']}: {st['reason']}")
-    if not store.records():
+    if not store.record_count():  # counted, not read: write_summary reads them
         return 0
     summary = write_summary(out, allow_mixed=args.allow_mixed)
     print_digest(summary[summary["figure"] == figure], figure, out)

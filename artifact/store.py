@@ -174,9 +174,10 @@ class RunStore:
                 ) from None
         return out
 
-    def record_count(self, figure: str) -> int:
-        """How many finished records a figure has on disk (none read)."""
-        return sum(1 for _ in (self.records_dir / figure).glob("**/rep-*.json"))
+    def record_count(self, figure: str | None = None) -> int:
+        """How many finished records a figure (or the folder) has on disk; none is read."""
+        base = self.records_dir / figure if figure else self.records_dir
+        return sum(1 for _ in base.glob("**/rep-*.json"))
 
     def finished(self, figure: str, reps: int, processes: int) -> bool:
         """Whether a run with this plan (`reps`, `processes`) already finished `figure`.

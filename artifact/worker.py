@@ -140,22 +140,25 @@ def _run(ctx: RunContext) -> None:
 
 def _finish_status(store: RunStore, figure: str, reps: int, processes: int) -> None:
     """Rank 0, after every rank is done: 'running' becomes 'ran' or 'not run'; a 'ran'
-    gets the stamp that lets a resumed run skip starting the ranks (RunStore.finished)."""
+    gets the stamp that lets a resumed run skip starting the ranks (RunStore.finished).
+    One read and one write of the status."""
     status = store.status()[figure]
-    if status.get("status") == "running":  # else the experiment said it itself (fig6, fig7)
-        skipped = status.get("configs", {})
-        if store.record_count(figure):
-            why = (
+    state, reason = status["status"], status["reason"]
+    details = {k: v for k, v in status.items() if k not in ("figure", "status", "reason")}
+    records = store.record_count(figure)
+    if state == "running":  # else the experiment said it itself (fig6, fig7, fig9)
+        skipped = details.get("configs", {})
+        if records:
+            state = "ran"
+            reason = (
                 f"{len(skipped)} configuration(s) not run" if skipped else "every configuration ran"
             )
-            store.write_status(figure, "ran", why)
         else:
-            store.write_status(figure, "not run", "no configuration could run here")
-        status = store.status()[figure]
-    if status.get("status") == "ran":
-        stamp = {"reps": reps, "processes": processes, "records": store.record_count(figure)}
-        details = {k: v for k, v in status.items() if k not in ("figure", "status", "reason")}
-        store.write_status(figure, "ran", status["reason"], **(details | {"finished": stamp}))
+            state, reason = "not run", "no configuration could run here"
+    if state == "ran":
+        details["finished"] = {"reps": reps, "processes": processes, "records": records}
+    if state != status["status"] or state == "ran":
+        store.write_status(figure, state, reason, **details)
 
 
 def main(argv: list[str] | None = None) -> None:
