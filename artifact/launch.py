@@ -139,10 +139,10 @@ def launch(
             # group of its own, so the CLI alone decides (stop between repetitions, or
             # now on a second Ctrl-C; the CLI then terminates torchrun itself, below).
             # The CLI killed outright (SIGKILL): torchrun is killed too, and its death
-            # kills each worker (artifact/worker.py, before its imports). Not SIGTERM: torchrun's graceful shutdown
-            # once outlived the 10 s a killed run is given to leave no process (CI,
-            # tests/test_interrupt.py), and with nobody left to record anything it
-            # has nothing to do.
+            # kills each worker (artifact/worker.py, before its imports). Not SIGTERM:
+            # torchrun's graceful shutdown once outlived the 10 s a killed run is given
+            # to leave no process (CI, tests/test_interrupt.py), and with nobody left to
+            # record anything it has nothing to do.
             start_new_session=True,
             preexec_fn=lambda: procs.die_with_parent(signal.SIGKILL, parent=cli),
         )

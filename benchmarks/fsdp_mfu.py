@@ -33,6 +33,7 @@ from artifact.experiments.training import release_memory  # noqa: E402
 from artifact.measure.peak import peak_matmul_tflops  # noqa: E402
 from artifact.measure.timing import timed  # noqa: E402
 from artifact.modes import Mode  # noqa: E402
+from artifact.runner import profiler_activities  # noqa: E402
 from artifact.workloads import FSDP_IMPLS, fsdp_deepspeed  # noqa: E402
 from artifact.workloads.fsdp_deepspeed import FsdpSpec  # noqa: E402
 
@@ -99,11 +100,10 @@ def measure(impl: str, spec: FsdpSpec, args, ctx, world: int, peak: float) -> di
 def _profile(trainer, device: torch.device, out: Path, steps: int = 3) -> None:
     """torch.profiler over `steps` more steps: where the host spends a step (a table by
     self CPU time) and the kernel timeline (a gzipped Chrome trace), to find the gaps."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import profile
 
     out.mkdir(parents=True, exist_ok=True)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as prof:
+    with profile(activities=profiler_activities(device)) as prof:
         for _ in range(steps):
             timed(lambda: trainer.step(Mode.OVERLAP), device)
     table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40)
