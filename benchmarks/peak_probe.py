@@ -27,8 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from artifact.measure import device as gpu  # noqa: E402
 from artifact.measure import power  # noqa: E402
-from artifact.measure.peak import PRODUCTS, peak_matmul_tflops  # noqa: E402
-from artifact.measure.timing import timed  # noqa: E402
+from artifact.measure.peak import peak_matmul_tflops, window_s  # noqa: E402
 from artifact.precision import dtype_of  # noqa: E402
 
 
@@ -43,7 +42,7 @@ def windows(a: torch.Tensor, b: torch.Tensor, seconds: float, nvml, pause: bool)
     with sampler or contextlib.nullcontext():
         while time.perf_counter() - start < seconds:
             t0 = time.time_ns()
-            t = statistics.median(timed(lambda: a @ b, a.device) for _ in range(PRODUCTS))
+            t = window_s(a, b, a.device)
             row = {
                 "t_s": round(time.perf_counter() - start, 2),
                 "tflops": round(2 * n**3 / t / 1e12, 1),

@@ -16,6 +16,11 @@ WINDOWS = 5  # timed windows of PRODUCTS products; the peak is the fastest windo
 PRODUCTS = 10
 
 
+def window_s(a: torch.Tensor, b: torch.Tensor, device: torch.device) -> float:
+    """Seconds of one product a @ b: the median of a window of PRODUCTS timed products."""
+    return statistics.median(timed(lambda: a @ b, device) for _ in range(PRODUCTS))
+
+
 @functools.cache
 def peak_matmul_tflops(device: torch.device, precision: str, size: int | None = None) -> float:
     """Measured once a process and precision, so every configuration of a figure shares it.
@@ -35,8 +40,5 @@ def peak_matmul_tflops(device: torch.device, precision: str, size: int | None = 
         start = time.perf_counter()
         while time.perf_counter() - start < WARMUP_S:
             timed(lambda: a @ b, device)
-        fastest = min(
-            statistics.median(timed(lambda: a @ b, device) for _ in range(PRODUCTS))
-            for _ in range(WINDOWS)
-        )
+        fastest = min(window_s(a, b, device) for _ in range(WINDOWS))
     return 2 * n**3 / fastest / 1e12
