@@ -36,6 +36,7 @@ from artifact.modes import Mode  # noqa: E402
 from artifact.runner import profiler_activities  # noqa: E402
 from artifact.workloads import FSDP_IMPLS, fsdp_deepspeed  # noqa: E402
 from artifact.workloads.fsdp_deepspeed import FsdpSpec  # noqa: E402
+from artifact.workloads.models import Block  # noqa: E402
 
 # deepspeed.zero.Init (the ZeRO-3 trainer on a GPU) replaces torch.nn.functional.linear
 # process-wide with its own autograd function ("mem_efficient_linear", on by default; it
@@ -74,6 +75,8 @@ def measure(impl: str, spec: FsdpSpec, args, ctx, world: int, peak: float) -> di
             )
         if args.trace:
             _profile(trainer, ctx.device, Path(args.trace) / impl)
+        syncs = _sync_sites(trainer) if args.sync_sites else None
+        leaves = _leaf_names(trainer) if impl == "deepspeed" else None
         step_s = statistics.median(times)
         tflops = trainer.model_flops_per_step(world) / step_s / world / 1e12
         return {
@@ -83,6 +86,8 @@ def measure(impl: str, spec: FsdpSpec, args, ctx, world: int, peak: float) -> di
             "mfu": tflops / peak,
             "params": trainer.params,
             "loss_first_last": [losses[0], losses[-1]],
+            **({"sync_sites": syncs} if syncs is not None else {}),
+            **({"z3_leaves": leaves} if leaves is not None else {}),
             "peak_memory_gib": (
                 torch.cuda.max_memory_allocated(ctx.device) / 2**30
                 if ctx.device.type == "cuda"
@@ -111,6 +116,66 @@ def _profile(trainer, device: torch.device, out: Path, steps: int = 3) -> None:
     prof.export_chrome_trace(str(out / "trace.json.gz"))
 
 
+def block_granularity(model) -> int:
+    """DeepSpeed's granularity of one transformer block (parameter_offload.py,
+    _get_granularity_recursively): its parameters over its modules that hold parameters,
+    itself included. As stage3_module_granularity_threshold, it makes the blocks ZeRO-3's
+    leaves: DeepSpeed marks the outermost modules at or under it, and nothing above a block
+    is (the model's granularity is larger, or unset past 1e9 parameters)."""
+    with torch.device("meta"):
+        block = Block(model)
+    holders = [m for m in block.modules() if any(True for _ in m.parameters(recurse=False))]
+    return sum(p.numel() for p in block.parameters()) // (len(holders) + 1)
+
+
+def _leaf_names(trainer) -> dict[str, int]:
+    """ZeRO-3's leaf modules by class, and whether its fast leaf sharding is on."""
+    import collections
+
+    from deepspeed.utils import get_z3_leaf_modules
+
+    module = trainer.engine.module
+    names = collections.Counter(type(m).__name__ for m in get_z3_leaf_modules(module))
+    offload = trainer.engine.optimizer.parameter_offload
+    return dict(names) | {"fast_sharding": int(offload.fast_sharding_for_leaf_module)}
+
+
+def _sync_sites(trainer) -> dict[str, int]:
+    """One step's explicit host-device synchronisations (event, stream and device), by the
+    first frame outside torch that asked: a host that waits cannot queue work ahead, so its
+    Python between kernels becomes GPU idle time."""
+    import collections
+    import traceback
+
+    sites: collections.Counter = collections.Counter()
+    wrapped = [(torch.cuda.Event, "synchronize"), (torch.cuda.Stream, "synchronize")]
+    saved = [(owner, name, getattr(owner, name)) for owner, name in wrapped]
+    saved_device = torch.cuda.synchronize
+
+    def counting(fn, label):
+        def call(*a, **k):
+            for frame in reversed(traceback.extract_stack(limit=12)[:-1]):
+                if "/torch/" not in frame.filename:
+                    where = f"{Path(frame.filename).name}:{frame.lineno} {frame.name}"
+                    sites[f"{label} {where}"] += 1
+                    break
+            return fn(*a, **k)
+
+        return call
+
+    for owner, name, fn in saved:
+        setattr(owner, name, counting(fn, owner.__name__))
+    torch.cuda.synchronize = counting(saved_device, "device")
+    try:
+        trainer.step(Mode.OVERLAP)
+    finally:
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
+        torch.cuda.synchronize = saved_device
+    torch.cuda.synchronize()
+    return dict(sites.most_common())
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
@@ -131,9 +196,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--z3-leaf",
-        choices=("block", "none"),
+        choices=("block", "none", "threshold"),
         default="block",
-        help="ZeRO-3 hooks each transformer block as one unit (the artifact's) or every submodule",
+        help="ZeRO-3 hooks each transformer block as one unit (the artifact's), every "
+        "submodule, or the blocks as DeepSpeed's stage3_module_granularity_threshold picks "
+        "them (which also turns on its fast sharding of leaf modules)",
+    )
+    p.add_argument(
+        "--sync-sites",
+        action="store_true",
+        help="count one step's host-device synchronisations by the line that asked for them",
     )
     p.add_argument("--trace", help="folder: profile 3 more steps of each implementation there")
     args = p.parse_args(argv)
@@ -171,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
         device = torch.device("cuda", torch.cuda.current_device())
     ctx = argparse.Namespace(device=device, rank=rank)  # what make_trainer reads
     spec = FsdpSpec(model, args.micro_batch, args.precision, recompute=args.recompute)
+    if args.z3_leaf != "block":  # "none": DeepSpeed's default, hooks on every submodule
+        fsdp_deepspeed.LEAF_MODULES = ()
+    if args.z3_leaf == "threshold":
+        args.zero = {"stage3_module_granularity_threshold": block_granularity(model)} | args.zero
     if args.zero:  # a trial setting, on top of the artifact's own (fsdp_deepspeed.py)
         ours = fsdp_deepspeed.deepspeed_config
 
@@ -180,8 +256,6 @@ def main(argv: list[str] | None = None) -> int:
             return cfg
 
         fsdp_deepspeed.deepspeed_config = trial
-    if args.z3_leaf == "none":  # DeepSpeed's default: hooks on every submodule
-        fsdp_deepspeed.LEAF_MODULES = ()
     peak = peak_matmul_tflops(device, args.precision)
     results = {impl: measure(impl, spec, args, ctx, world, peak) for impl in args.impls}
     # the peak again with the GPU as warm as training left it: the calibration has come

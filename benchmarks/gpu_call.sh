@@ -19,17 +19,24 @@ fi
 if [ "$bench" = bench ]; then
   b=$out/bench; mkdir -p "$b"  # comes back as one bench.tgz (a call returns 8 files at most)
   # MFU's denominator: the matmul peak window by window beside NVML's clock, power and
-  # temperature (benchmarks/peak_probe.py); then FSDP MFU at the quick preset's shape in
-  # three processes in a row (ZeRO-3 one leaf a block, and FSDP2), each calibrating the
-  # peak before (peak_tflops) and after (peak_tflops_after) its trainers; the first also
-  # profiles 3 steps of each (where ZeRO-3's host time goes); then micro-batch 16
+  # temperature (benchmarks/peak_probe.py); then FSDP MFU at the quick preset's shape,
+  # one process a line, each calibrating the peak before (peak_tflops) and after
+  # (peak_tflops_after) its trainers; the first also profiles 3 steps of each (where
+  # ZeRO-3's host time goes)
   timeout 60 python3 benchmarks/peak_probe.py --seconds 6 > "$b/peak_probe.json" 2>> "$b/bench.err"
   mfu() { timeout 150 python3 benchmarks/fsdp_mfu.py --iters 8 --warmup 3 "$@" 2>> "$b/bench.err"; }
   mfu --impls deepspeed,fsdp2 --trace "$b/trace" > "$b/mfu_1.json"
-  for k in 2 3; do mfu --impls deepspeed,fsdp2 > "$b/mfu_$k.json"; done
+  # ZeRO-3's leaves picked by DeepSpeed's stage3_module_granularity_threshold (the same
+  # blocks, plus its fast leaf sharding: no event wait a fetch), against the named blocks;
+  # each counts one step's host-device synchronisations by call site
+  mfu --impls deepspeed --z3-leaf threshold --sync-sites > "$b/mfu_thr_1.json"
+  mfu --impls deepspeed --sync-sites > "$b/mfu_blk_1.json"
+  mfu --impls deepspeed,fsdp2 > "$b/mfu_2.json"
+  mfu --impls deepspeed --z3-leaf threshold > "$b/mfu_thr_2.json"
   # twice the work a step: if ZeRO-3's gap is host time a step (its backward hooks), its
   # MFU rises with the micro-batch more than FSDP2's
   mfu --impls deepspeed,fsdp2 --micro-batch 16 > "$b/mfu_mb16.json"
+  mfu --impls deepspeed --z3-leaf threshold --micro-batch 16 > "$b/mfu_thr_mb16.json"
   tail -c 3000 "$b/bench.err" > "$b/bench_tail.err"; rm -f "$b/bench.err"
   tar czf "$out/bench.tgz" -C "$out" bench && rm -rf "$b"
   echo "benchmarks done after $(( $(date +%s) - start )) s"
