@@ -140,26 +140,6 @@ def _leaf_names(trainer) -> dict[str, int]:
     return dict(names) | {"fast_sharding": int(offload.fast_sharding_for_leaf_module)}
 
 
-def _drop_no_gather_sync() -> None:
-    """With one rank a partition, ZeRO-3 gathers nothing: its no-gather handles point each
-    parameter at its own partition (`.to` the device it is already on: no copy) and then
-    wait for the whole current stream, one host-device synchronisation a fetch (DeepSpeed
-    0.19.8, partition_parameters.py). Several GPUs take the all-gather handles, which wait
-    on events instead. Without that wait the host can queue ahead, as it does there."""
-    from deepspeed.runtime.zero import partition_parameters as pp
-
-    def wait_one(self, **_):
-        self._NoGatherHandle__param.ds_status = pp.ZeroParamStatus.AVAILABLE
-        self._NoGatherHandle__complete = True
-
-    def wait_many(self, **_):
-        for param in self._NoGatherCoalescedHandle__params:
-            param.ds_status = pp.ZeroParamStatus.AVAILABLE
-        self._NoGatherCoalescedHandle__complete = True
-
-    pp.NoGatherHandle.wait, pp.NoGatherCoalescedHandle.wait = wait_one, wait_many
-
-
 def _sync_sites(trainer) -> dict[str, int]:
     """One step's explicit host-device synchronisations (event, stream and device), by the
     first frame outside torch that asked: a host that waits cannot queue work ahead, so its
@@ -223,13 +203,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "them (which also turns on its fast sharding of leaf modules)",
     )
     p.add_argument(
-        "--one-gpu-no-sync",
-        action="store_true",
-        help="one process only: drop the stream synchronisation of ZeRO-3's no-gather "
-        "handles (its path when a parameter's partition group has one rank), to measure "
-        "what that path alone costs",
-    )
-    p.add_argument(
         "--sync-sites",
         action="store_true",
         help="count one step's host-device synchronisations by the line that asked for them",
@@ -283,11 +256,6 @@ def main(argv: list[str] | None = None) -> int:
             return cfg
 
         fsdp_deepspeed.deepspeed_config = trial
-    if args.one_gpu_no_sync:
-        if world != 1:
-            print("error: --one-gpu-no-sync needs a world size of 1", file=sys.stderr)
-            return 2
-        _drop_no_gather_sync()
     peak = peak_matmul_tflops(device, args.precision)
     results = {impl: measure(impl, spec, args, ctx, world, peak) for impl in args.impls}
     # the peak again with the GPU as warm as training left it: the calibration has come
