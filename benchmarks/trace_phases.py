@@ -5,7 +5,10 @@ Reads the traces `benchmarks/fsdp_mfu.py --trace DIR` writes (DIR/<impl>/trace.j
 A step ends with torch's `Optimizer.step` annotation on the GPU timeline; its backward
 starts at the step's first kernel named *bwd* or *backward*. Busy time is the union of
 kernels, copies and memsets; span minus busy is time the GPU waited, for the host or a
-synchronisation. Profiling itself adds host time, so compare implementations within one
+synchronisation. `after_sync` is the GPU's idle time that follows host-device
+synchronisations (cudaStreamSynchronize and kin, on the host timeline): from the end of a
+sync that found the GPU idle to its next work, the time the host took to queue more after
+draining it. Profiling itself adds host time, so compare implementations within one
 trace set, not against untraced step times. Prints one JSON object.
 
     python benchmarks/trace_phases.py results/h200x1/session6/bench/trace/*/trace.json.gz
@@ -78,6 +81,31 @@ def phases(trace: dict) -> list[dict[str, float]]:
     return rows
 
 
+SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+
+
+def sync_gaps(trace: dict) -> dict[str, float]:
+    """Host-device synchronisations, and the GPU idle time from the end of each that left
+    the GPU idle to the GPU's next work (microseconds, the whole trace)."""
+    work = kernel_table(trace)
+    syncs = [
+        e["ts"] + e["dur"]
+        for e in trace["traceEvents"]
+        if e.get("ph") == "X" and e.get("name") in SYNC_CALLS
+    ]
+    if work.empty:
+        return {"syncs": len(syncs), "idle_after_us": 0.0}
+    starts = work["start"].to_numpy()
+    busy = merge_intervals(starts, starts + work["dur"].to_numpy())
+    idle = 0.0
+    for end in syncs:
+        later = busy[busy[:, 0] >= end]
+        running = ((busy[:, 0] < end) & (busy[:, 1] > end)).any()
+        if len(later) and not running:  # nothing left on the GPU when the host returned
+            idle += later[0, 0] - end
+    return {"syncs": len(syncs), "idle_after_us": idle}
+
+
 def _is_backward(kernel_name: str) -> bool:
     name = kernel_name.lower()
     return "bwd" in name or "backward" in name
@@ -89,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     out = {}
     for path in args.traces:
-        rows = phases(load_trace(path))
+        trace = load_trace(path)
+        rows = phases(trace)
         if not rows:
             print(
                 f"error: no GPU kernels or no Optimizer.step annotation on the GPU timeline in {path}",
@@ -99,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
         # the first step may carry the profiler's start-up: the median of the steps
         out[path] = {"steps": len(rows)} | {
             key: round(statistics.median(r[key] for r in rows), 1) for key in rows[0]
+        }
+        gaps = sync_gaps(trace)  # a step's share, over the profiled steps
+        out[path] |= {
+            "syncs_per_step": round(gaps["syncs"] / len(rows), 1),
+            "idle_after_sync_ms_per_step": round(gaps["idle_after_us"] / 1e3 / len(rows), 1),
         }
     print(json.dumps(out, indent=1))
     return 0

@@ -73,3 +73,19 @@ def test_a_trace_without_gpu_work_is_refused(tmp_path, capsys):
     )
     assert trace_phases.main([str(path)]) == 2
     assert "no GPU kernels" in capsys.readouterr().err
+
+
+def test_idle_after_a_sync_counts_only_syncs_that_drained_the_gpu():
+    """A sync returning at 100 us with the GPU idle until 130: 30 us. One returning at
+    150, inside a kernel (150-200), left work queued: nothing. One returning after the
+    last kernel has no next work: nothing."""
+    events = [
+        _kernel("gemm_fwd", 0, 100),
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": 40, "dur": 60},
+        _kernel("gemm_fwd", 130, 70),
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": 140, "dur": 10},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 101, "dur": 5},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": 210, "dur": 5},
+    ]
+    gaps = trace_phases.sync_gaps({"traceEvents": events})
+    assert gaps == {"syncs": 3, "idle_after_us": 30}
