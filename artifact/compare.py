@@ -27,13 +27,9 @@ from artifact import noise, validation
 from artifact.aggregate import gpus_in, load_summary
 from artifact.expected import EXPECTED_DIR, load_expected
 from artifact.store import RunStore
-from artifact.verdicts import COLUMNS, as_sentence
+from artifact.verdicts import COLUMNS, MIN_REPETITIONS, as_sentence
 from artifact.workloads import beyond_paper
 
-# Fewer repetitions than this and a number is not judged either way (docs/measurement.md,
-# "Statistics"): at n = 3 even an honest interval is too wide to tell much, and the
-# bootstrap intervals this replaced covered the truth only 73 % of the time.
-MIN_REPETITIONS = 5
 CHECK_CPU_REASON = "CPU functional check: the check ran, its numbers are not judged on a CPU."
 CPU_REASON = "CPU functional check: no claim of the paper is evaluated on a CPU."
 # Quantities that mean something only where communication ran beside compute: Eq. 1, the

@@ -105,9 +105,12 @@ def test_v2_checks_become_verdict_rows():
 @pytest.mark.parametrize(
     ("mean", "low", "high", "verdict"),
     [
-        (0.004, -0.002, 0.010, "holds"),  # meets +-1 %
+        (0.004, -0.002, 0.010, "holds"),  # within +-1 %
         (0.030, 0.020, 0.040, "fails"),  # 2-4 % slower back to back than between gaps
         (-0.030, -0.040, -0.015, "fails"),
+        # fig8 on one H200 (session 6): a CI this wide is no evidence of a match
+        (-0.0468, -0.1041, 0.0104, "inconclusive"),
+        (0.006, -0.002, 0.014, "inconclusive"),  # crosses the margin's edge
     ],
 )
 def test_v1_is_a_check_row_a_configuration(mean, low, high, verdict):
@@ -122,3 +125,16 @@ def test_v1_is_a_check_row_a_configuration(mean, low, high, verdict):
     (row,) = v1_verdicts(summary)
     assert (row["figure"], row["config_id"], row["verdict"]) == ("fig4", "a", verdict)
     assert f"{100 * mean:+.2f} %" in row["reason"]
+
+
+def test_v1_with_too_few_repetitions_is_inconclusive():
+    """An interrupted fig8 on the H200 (session 7) left n = 2: CI [-73, +65] %."""
+    summary = pd.DataFrame(
+        [
+            {"figure": "fig8", "config_id": "a", "mode": "derived", "metric": "v1_baseline_gap"}
+            | {"mean": -0.0439, "ci_low": -0.7333, "ci_high": 0.6455, "n": 2, "ci_method": "t"}
+        ]
+    )
+    (row,) = v1_verdicts(summary)
+    assert row["verdict"] == "inconclusive"
+    assert "too few repetitions" in row["reason"] and "n = 2" in row["reason"]
