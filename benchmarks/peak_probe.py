@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import statistics
 import sys
@@ -65,17 +66,31 @@ def windows(a: torch.Tensor, b: torch.Tensor, seconds: float, nvml, pause: bool)
 
 def _reading(nvml) -> dict:
     reading = dict(zip(gpu.FIELDS, nvml.read(), strict=True))
-    nv = nvml._nv  # pynvml: newer releases renamed the call
-    reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
-    reasons = reasons or nv.nvmlDeviceGetCurrentClocksThrottleReasons
     return {
         "sm_clock_mhz": reading["sm_clock_mhz"],
         "power_w": reading["power_instant_w"],
         "temp_c": reading["temp_c"],
-        # NVML's bitmask of why the clock is below its maximum (0x4: power cap,
-        # 0x20/0x40: thermal slowdown, 0x1: idle)
-        "clock_reasons": hex(reasons(nvml._h)),
+        "clock_reasons": hex(_clock_reasons()),
     }
+
+
+@functools.cache
+def _reasons_call():
+    """NVML's bitmask of why the SM clock is below its maximum (0x4: power cap,
+    0x20/0x40: thermal slowdown, 0x1: idle), for GPU 0. Asked of pynvml directly: the
+    artifact's device layer records power, energy, clock and temperature, not reasons."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    # newer pynvml releases renamed the call
+    call = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    call = call or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    return functools.partial(call, handle)
+
+
+def _clock_reasons() -> int:
+    return _reasons_call()()
 
 
 def _per_second(rows: list[dict]) -> list[dict]:
