@@ -399,13 +399,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not out.is_dir():
         raise ArtifactError(f"no results folder '{out}'")
     verdicts = write_verdicts(out)
-    if verdicts["verdict"].nunique() == 1:
-        # one verdict for every item (a CPU run: nothing evaluated): a line a reason, not
-        # a table of identical rows
-        verdict = verdicts["verdict"].iloc[0]
-        console.print(f"verdicts ({out / 'verdicts.csv'}): all {len(verdicts)} items {verdict}")
-        for reason, n in verdicts["reason"].value_counts(sort=False).items():
-            console.print(f"  {n} item(s): {reason}")
+    if verdicts["verdict"].isin(("not applicable", "not run")).all():
+        # nothing judged (a CPU run): a line a verdict and reason, not a table of
+        # identical rows
+        console.print(
+            f"verdicts ({out / 'verdicts.csv'}): none of the {len(verdicts)} items judged"
+        )
+        counts = verdicts.groupby(["verdict", "reason"], sort=False).size()
+        for (verdict, reason), n in counts.items():
+            console.print(f"  {n} {verdict}: {reason}")
         console.print(tally(verdicts))
         return 0
     table = Table(title=f"verdicts ({out / 'verdicts.csv'})")

@@ -327,11 +327,22 @@ def _with_evidence(v: dict, item, rows: pd.DataFrame, summary: pd.DataFrame) -> 
     return v
 
 
+def _not_ran(figures: list[str], run: Run) -> str:
+    """Why the figures that have a status other than "ran" did not run ('' if none)."""
+    st = run.status
+    return "; ".join(
+        f"{f}: {st[f]['reason']}" for f in figures if f in st and st[f]["status"] != "ran"
+    )
+
+
 def judge_item(item, run: Run) -> dict:
     """One expected item's verdict row."""
     is_number = item["section"] == "numbers"
     exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
+    figures = _as_list(item["rows"].get("figure", item["file_figure"]))
     why = _unjudgeable(item, run)
+    if why == CPU_REASON and (stopped := _not_ran(figures, run)):
+        return _verdict(item, "not run", stopped, *exp)  # what a reviewer would rerun
     if why:
         return _verdict(item, "not applicable", why, *exp)
     metric = (
@@ -345,10 +356,9 @@ def judge_item(item, run: Run) -> dict:
         if rows is None:
             return _verdict(item, "not applicable", NO_COMMUNICATION_REASON, *exp)
     if rows.empty:
-        figures = _as_list(item["rows"].get("figure", item["file_figure"]))
-        st = run.status
-        why = [f"{f}: {st[f]['reason']}" for f in figures if f in st and st[f]["status"] != "ran"]
-        reason = "; ".join(why) or f"no {metric} rows for {', '.join(figures)} in this folder"
+        reason = (
+            _not_ran(figures, run) or f"no {metric} rows for {', '.join(figures)} in this folder"
+        )
         return _verdict(item, "not run", reason, *exp)
     v = (
         judge_number(item, rows, run.configs)

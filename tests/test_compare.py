@@ -224,6 +224,22 @@ def test_cpu_run_evaluates_no_claim(tmp_path, expected_dir):
     assert v["reason"].str.startswith("CPU functional check").all()
 
 
+def test_cpu_run_says_which_figures_did_not_run(tmp_path, expected_dir):
+    """A CPU run judges nothing, but an item whose figure did not run says so, with the
+    figure's reason, rather than "not applicable"."""
+    rows = [_row("x", "fsdp", 0.5, 0.4, 0.6, gpu="cpu")]
+    out = _folder(tmp_path, rows, {})
+    (out / "status").mkdir()
+    reason = "opt-in: needs --allow-power-cap"
+    status = {"figure": "fig9", "status": "not run", "reason": reason}
+    (out / "status" / "fig9.json").write_text(json.dumps(status))
+    v = compare(out, expected_dir).set_index("item")
+    assert v.loc["capped", "verdict"] == "not run"
+    assert v.loc["capped", "reason"] == f"Fig9: {reason}."  # as a sentence
+    others = v.drop(index="capped")
+    assert set(others["verdict"]) == {"not applicable"}
+
+
 def test_the_shipped_expected_files_load():
     items = load_expected()
     ids = {i["id"] for i in items}
