@@ -124,7 +124,7 @@ def block_granularity(model) -> int:
     is (the model's granularity is larger, or unset past 1e9 parameters)."""
     with torch.device("meta"):
         block = Block(model)
-    holders = [m for m in block.modules() if any(True for _ in m.parameters(recurse=False))]
+    holders = [m for m in block.modules() if next(m.parameters(recurse=False), None) is not None]
     return sum(p.numel() for p in block.parameters()) // (len(holders) + 1)
 
 
@@ -215,6 +215,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     gpu = args.device == "cuda"
     args.micro_batch = args.micro_batch or (8 if gpu else 2)
     args.precision = args.precision or ("fp16" if gpu else "fp32")
+    if args.sync_sites and not gpu:
+        p.error("--sync-sites counts CUDA synchronisations: it needs --device cuda")
     if min(args.seq or 1, args.micro_batch, args.warmup, args.iters) < 1:
         p.error("--seq, --micro-batch, --warmup and --iters must be at least 1")
     args.impls = impls
