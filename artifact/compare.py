@@ -2,8 +2,11 @@
 
 Each expected item is a *number* (a value with a tolerance band, compared through the
 95 % CI of the matching rows) or a *claim* (a testable statement). Verdicts:
-    reproduced      the CI meets the band / the claim holds on the data
-    not reproduced  it does not (the reason says by how much or where)
+    reproduced      the CI meets the band / the CIs show the claim
+    not reproduced  the CI misses the band / the CIs show the opposite (the reason
+                    says by how much or where)
+    inconclusive    too few repetitions, a slowdown within its noise floor, or CIs that
+                    reach across the claim's line and show neither
     not applicable  the item's hardware is absent here (e.g. MI250 numbers on an H200),
                     or the run is a CPU functional check, which evaluates no claim
     not run         the rows it needs are not in this folder (an opt-in figure, or one
@@ -14,13 +17,13 @@ quantities (slowdown, penalty, % of TDP): absolute times are never in expected/.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from artifact import noise, validation
@@ -174,20 +177,34 @@ def _names(rows: pd.DataFrame) -> list[str]:
 
 
 # A claim's judge: (holds?, reason, what was expected, mean, ci_low, ci_high), or the
-# reason it cannot be judged (a str: the verdict is "not run").
-Judged = tuple[bool, str, str, float, float, float] | str
+# reason it cannot be judged (a str: the verdict is "not run"). Holds? is True where the
+# CIs show the claim, False where they show the opposite, None where they show neither
+# (an interval that reaches across the line): "inconclusive", not "not reproduced".
+Judged = tuple[bool | None, str, str, float, float, float] | str
 NAN = math.nan
 
 
+def _bounds(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Each row's CI; a row without one (one repetition) is its mean."""
+    return rows["ci_low"].fillna(rows["mean"]), rows["ci_high"].fillna(rows["mean"])
+
+
 def _every_row_positive(item, rows: pd.DataFrame, summary, configs) -> Judged:
-    bad = rows[~(rows["ci_low"].fillna(rows["mean"]) > 0)]
-    reason = (
-        f"The CI is above 0 in all {len(rows)} configuration(s)"
-        if bad.empty
-        else f"Not above 0 in {len(bad)} of {len(rows)} configuration(s): {', '.join(_names(bad))}"
-    )
-    mean, lo, hi = rows["mean"].mean(), rows["ci_low"].min(), rows["ci_high"].max()
-    return bad.empty, reason, "> 0", mean, lo, hi
+    lo, hi = _bounds(rows)
+    below, across = rows[hi <= 0], rows[(lo <= 0) & (hi > 0)]
+    if below.empty and across.empty:
+        holds, reason = True, f"The CI is above 0 in all {len(rows)} configuration(s)"
+    elif not below.empty:
+        holds = False
+        reason = f"At or below 0 in {len(below)} of {len(rows)} configuration(s): {', '.join(_names(below))}"
+    else:
+        holds = None
+        reason = (
+            f"The CI reaches across 0 in {len(across)} of {len(rows)} configuration(s), "
+            f"so the data show neither a rise nor its absence: {', '.join(_names(across))}"
+        )
+    mean = rows["mean"].mean()
+    return holds, reason, "> 0", mean, rows["ci_low"].min(), rows["ci_high"].max()
 
 
 def _group_greater(item, rows: pd.DataFrame, summary, configs) -> Judged:
@@ -195,19 +212,23 @@ def _group_greater(item, rows: pd.DataFrame, summary, configs) -> Judged:
     greater, lesser = describe_rows(item["greater"]), describe_rows(item["lesser"])
     if a.empty or b.empty:
         return f"It needs rows for both {greater} and {lesser}."
-    ok = a["ci_low"].mean() > b["ci_high"].mean()
-    if ok:
-        tail = ""
-    elif a["mean"].mean() > b["mean"].mean():
-        tail = "; ordered as claimed but the CIs overlap"
+    (a_lo, a_hi), (b_lo, b_hi) = _bounds(a), _bounds(b)
+    if a_lo.mean() > b_hi.mean():
+        holds, tail = True, ""
+    elif a_hi.mean() < b_lo.mean():
+        holds, tail = False, "; the other way round"
     else:
-        tail = "; the other way round"
+        holds = None
+        tail = "; the CIs overlap" + (
+            ", ordered as claimed"
+            if a["mean"].mean() > b["mean"].mean()
+            else ", ordered the other way"
+        )
     reason = (
-        f"{greater}: {_fmt(a['mean'].mean())} [{_fmt(a['ci_low'].mean())}, {_fmt(a['ci_high'].mean())}] vs "
-        f"{lesser}: {_fmt(b['mean'].mean())} [{_fmt(b['ci_low'].mean())}, {_fmt(b['ci_high'].mean())}]"
-        + tail
+        f"{greater}: {_fmt(a['mean'].mean())} [{_fmt(a_lo.mean())}, {_fmt(a_hi.mean())}] vs "
+        f"{lesser}: {_fmt(b['mean'].mean())} [{_fmt(b_lo.mean())}, {_fmt(b_hi.mean())}]" + tail
     )
-    return ok, reason, f"{greater} above {lesser}", a["mean"].mean() - b["mean"].mean(), NAN, NAN
+    return holds, reason, f"{greater} above {lesser}", a["mean"].mean() - b["mean"].mean(), NAN, NAN
 
 
 def _metric_greater(item, rows, summary: pd.DataFrame, configs) -> Judged:
@@ -217,30 +238,48 @@ def _metric_greater(item, rows, summary: pd.DataFrame, configs) -> Judged:
     common = g.index.intersection(lsr.index)
     if common.empty:
         return f"no rows with both {greater} and {lesser}"
-    fails = [f"{c[1]} ({c[0]})" for c in common if not g.loc[c, "mean"] > lsr.loc[c, "mean"]]
-    reason = (
-        f"{greater} is above {lesser} in all {len(common)} configuration(s)"
-        if not fails
-        else f"{greater} is not above {lesser} in: {', '.join(fails)}"
-    )
+    (g_lo, g_hi), (l_lo, l_hi) = _bounds(g.loc[common]), _bounds(lsr.loc[common])
+    above, below = g_lo > l_hi, g_hi < l_lo
+
+    def names(mask: pd.Series) -> str:
+        return ", ".join(f"{c[1]} ({c[0]})" for c in common[mask.to_numpy()])
+
+    if above.all():
+        holds, reason = True, f"{greater} is above {lesser} in all {len(common)} configuration(s)"
+    elif below.any():
+        holds, reason = False, f"{greater} is below {lesser} in: {names(below)}"
+    else:
+        holds = None
+        reason = f"the CIs of {greater} and {lesser} overlap in: {names(~above)}"
     gap = float((g.loc[common, "mean"] - lsr.loc[common, "mean"]).mean())
-    return not fails, reason, f"{greater} above {lesser}", gap, NAN, NAN
+    return holds, reason, f"{greater} above {lesser}", gap, NAN, NAN
 
 
 def _monotone(item, rows: pd.DataFrame, summary, configs: dict) -> Judged:
-    """increases_with / decreases_with a configuration field (the means, in its order)."""
+    """increases_with / decreases_with a configuration field: each step along it, from one
+    value's CI to the next one's (the rows in the field's order)."""
     along = item["along"]
+    lo, hi = _bounds(rows)
     pts = sorted(
-        (configs.get(c, {}).get(along), m)
-        for c, m in zip(rows["config_id"], rows["mean"], strict=True)
+        (configs.get(c, {}).get(along), m, a, b)
+        for c, m, a, b in zip(rows["config_id"], rows["mean"], lo, hi, strict=True)
         if configs.get(c, {}).get(along) is not None
     )
-    if len({x for x, _ in pts}) < 2:
+    if len({p[0] for p in pts}) < 2:
         return f"needs configurations with at least two values of {along}"
-    diffs = np.diff(np.array([m for _, m in pts]))
-    ok = bool((diffs > 0).all()) if item["kind"] == "increases_with" else bool((diffs < 0).all())
-    reason = f"{along} -> mean: " + ", ".join(f"{x:g}: {_fmt(m)}" for x, m in pts)
-    return ok, reason, item["kind"].replace("_", " ") + f" {along}", NAN, NAN, NAN
+    rising = item["kind"] == "increases_with"
+    steps = []  # True: the step goes the claimed way, False: the other way, None: unclear
+    for (_, _, lo0, hi0), (_, _, lo1, hi1) in itertools.pairwise(pts):
+        up, down = lo1 > hi0, hi1 < lo0
+        claimed, opposite = (up, down) if rising else (down, up)
+        steps.append(True if claimed else False if opposite else None)
+    holds = True if all(s is True for s in steps) else False if False in steps else None
+    reason = f"{along} -> mean [95% CI]: " + ", ".join(
+        f"{x:g}: {_fmt(m)} [{_fmt(a)}, {_fmt(b)}]" for x, m, a, b in pts
+    )
+    if holds is None:
+        reason += "; neighbouring CIs overlap, so the trend is not shown either way"
+    return holds, reason, item["kind"].replace("_", " ") + f" {along}", NAN, NAN, NAN
 
 
 CLAIM_JUDGES = {
@@ -256,10 +295,9 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
     judged = CLAIM_JUDGES[item["kind"]](item, rows, summary, configs)
     if isinstance(judged, str):
         return _verdict(item, "not run", judged)
-    ok, reason, expected, mean, lo, hi = judged
-    return _verdict(
-        item, "reproduced" if ok else "not reproduced", reason, expected, "", mean, lo, hi
-    )
+    holds, reason, expected, mean, lo, hi = judged
+    verdict = {True: "reproduced", False: "not reproduced", None: "inconclusive"}[holds]
+    return _verdict(item, verdict, reason, expected, "", mean, lo, hi)
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,7 @@ def _v1_verdict(low: float, high: float, n: int) -> tuple[str, str]:
         return "holds", f"within {margin}"
     if high < -V1_MARGIN or low > V1_MARGIN:
         return "fails", f"outside {margin}"
-    return "inconclusive", f"the CI crosses {margin}: too wide to tell"
+    return "inconclusive", f"the CI reaches across the edge of {margin}: neither inside nor outside"
 
 
 def v2_verdicts(summary: pd.DataFrame, configs: dict[str, dict], records: list[dict]) -> list[dict]:

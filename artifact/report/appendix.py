@@ -32,6 +32,7 @@ VERDICT_LEGEND = (
     "Ratios are shown in % and tolerances in percentage points (pts); '% of TDP' is power as a share of the enforced power limit. "
     "Kind: measured (timers, profiler traces, power sampler) or derived (an equation on measured means, e.g. Eq. 1's slowdown). "
     "n: the fewest repetitions among the rows judged (a verdict needs 5). "
+    "Not reproduced: the CIs show the opposite of the paper's item; inconclusive: they show neither (too few repetitions, a slowdown within its noise floor, or CIs that reach across the claim's line). "
     "(s) in a source marks a secondary reading of the paper (read off a chart or inferred from its text)."
 )
 # compare's wording of a claim's test -> the paper's words
