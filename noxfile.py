@@ -150,7 +150,7 @@ def all_figures(session: nox.Session) -> None:
         if rc != 0:  # 0 also when configurations were only skipped (the device cannot run them)
             failed.append(f"{fig} (exit {rc})")
     out = args[args.index("--out") + 1]
-    session.run(py, "-m", "artifact", "summarize", out, success_codes=[0, 2])
+    session.run(py, "-m", "artifact", "summarize", out, "--brief", success_codes=[0, 2])
     session.run(py, "-m", "artifact", "compare", out)
     session.run(py, "-m", "artifact", "report", out)
     session.log("wall time: " + ", ".join(f"{f} {s:.0f} s" for f, s in took.items()))

@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
@@ -33,8 +34,10 @@ from artifact.figures import REGISTRY, spec_of
 from artifact.memory import RECOMPUTE_CHOICES
 from artifact.options import RunOptions
 
-console = Console()
-err_console = Console(stderr=True)
+# soft wrap: a line longer than the terminal (or than 80 columns in a log) stays one line,
+# so a reason is not cut mid-sentence and grep finds it
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 def resolve_device(requested: str) -> str:
@@ -192,13 +195,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     return launch_and_report(args, figure, preset.name, device, out, reps, nproc, options)
 
 
+def invocation() -> str:
+    """This CLI as a command to paste: `python -m artifact` where the first `python` on
+    PATH is this interpreter; else this interpreter's path (relative where it lies under
+    the current folder, e.g. `.venv/bin/python`): another Python may lack the packages."""
+    exe = Path(sys.executable)
+    on_path = shutil.which("python")
+    if on_path and Path(on_path).absolute() == exe.absolute():
+        return "python -m artifact"
+    if exe.is_relative_to(Path.cwd()):
+        exe = exe.relative_to(Path.cwd())
+    return f"{exe} -m artifact"
+
+
 def _interrupted(store, figure: str, why: str, reps: int, out: Path) -> int:
     """Three lines: what finished, what did not, and the command that resumes."""
     done = store.record_count(figure)
     err_console.print(
         f"{figure}: interrupted by {why}; {done} record(s) finished and kept\n"
         f"not finished: the rest of {figure}'s {reps} repetitions (status/{figure}.json)\n"
-        f"resume: python -m artifact run {figure} --out {out}",
+        f"resume: {invocation()} run {figure} --out {out}",
         markup=False,
         highlight=False,
         soft_wrap=True,  # a path is never broken across lines
@@ -323,7 +339,7 @@ def print_digest(df, figure: str, out: Path) -> None:
     """A couple of lines a configuration after a run (the whole table: summarize)."""
     console.print(
         f"[bold]{figure} summary[/] ({escape(str(out / 'summary.csv'))}; every metric: "
-        f"python -m artifact summarize {escape(str(out))})",
+        f"{invocation()} summarize {escape(str(out))})",
         soft_wrap=True,
     )
     for line in progress.digest(df):
@@ -365,6 +381,13 @@ def print_summary(df, title: str) -> None:
 def cmd_summarize(args: argparse.Namespace) -> int:
     out = Path(args.dir)
     summary = write_summary(out, allow_mixed=args.allow_mixed)
+    if args.brief:
+        configs = summary.groupby(["figure", "config_id"]).ngroups
+        console.print(
+            f"{out / 'summary.csv'}: {len(summary)} rows, {configs} configurations "
+            f"(the table: {invocation()} summarize {escape(str(out))})"
+        )
+        return 0
     print_summary(summary, title=str(out / "summary.csv"))
     return 0
 
@@ -514,6 +537,11 @@ def build_parser() -> argparse.ArgumentParser:
     summ = sub.add_parser("summarize", help="rebuild DIR/summary.csv from DIR/records")
     summ.add_argument("dir")
     summ.add_argument("--allow-mixed", action="store_true")
+    summ.add_argument(
+        "--brief",
+        action="store_true",
+        help="one line, not the table (nox -s all: each figure has printed its digest)",
+    )
     summ.set_defaults(func=cmd_summarize)
 
     cmp = sub.add_parser("compare", help="DIR/summary.csv + expected/ -> DIR/verdicts.csv")

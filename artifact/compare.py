@@ -10,7 +10,8 @@ Each expected item is a *number* (a value with a tolerance band, compared throug
     not applicable  the item's hardware is absent here (e.g. MI250 numbers on an H200),
                     or the run is a CPU functional check, which evaluates no claim
     not run         the rows it needs are not in this folder (an opt-in figure, or one
-                    that did not run; the figure's status file says why)
+                    that did not run; the figure's status file says why). On a CPU: a
+                    figure it needs did not run; where they all ran, it is "not applicable"
 Numbers from other hardware than the paper's are compared only through hardware-free
 quantities (slowdown, penalty, % of TDP): absolute times are never in expected/.
 """
@@ -366,11 +367,15 @@ def _with_evidence(v: dict, item, rows: pd.DataFrame, summary: pd.DataFrame) -> 
 
 
 def _not_ran(figures: list[str], run: Run) -> str:
-    """Why the figures that have a status other than "ran" did not run ('' if none)."""
-    st = run.status
-    return "; ".join(
-        f"{f}: {st[f]['reason']}" for f in figures if f in st and st[f]["status"] != "ran"
-    )
+    """Why those of the figures that did not run did not ('' if all ran): their status,
+    or no records at all (a figure never started in this folder)."""
+    st, recorded = run.status, set(run.summary["figure"])
+    why = [
+        f"{f}: {st[f]['reason']}" if f in st else f"{f}: no records in this folder"
+        for f in figures
+        if (f in st and st[f]["status"] != "ran") or (f not in st and f not in recorded)
+    ]
+    return "; ".join(why)
 
 
 def judge_item(item, run: Run) -> dict:

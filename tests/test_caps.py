@@ -169,7 +169,8 @@ def test_paper_caps_scaled_to_an_h200():
     assert levels == [533.3, 450.0, 366.7, 283.3, 200.0]
 
 
-def test_fig9_without_permission_is_not_run_and_changes_nothing(tmp_path):
+def test_fig9_without_permission_is_not_run_and_changes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(caps.FAKE_ENV, "1")  # a machine that could cap
     out = tmp_path / "out"
     res = run_cli("run", "fig9", "--out", str(out))
     assert res.returncode == 0, res.stderr
@@ -179,10 +180,12 @@ def test_fig9_without_permission_is_not_run_and_changes_nothing(tmp_path):
     assert not (out / "records").exists()
 
 
-def test_fig9_with_permission_but_no_gpu_says_why(tmp_path, monkeypatch):
+@pytest.mark.parametrize("flag", [["--allow-power-cap"], []])
+def test_fig9_with_no_gpu_says_why_flag_or_not(tmp_path, monkeypatch, flag):
+    """No power control here: that is the reason, not the missing flag (which would not help)."""
     monkeypatch.delenv(caps.FAKE_ENV, raising=False)
     out = tmp_path / "out"
-    res = run_cli("run", "fig9", "--allow-power-cap", "--out", str(out))
+    res = run_cli("run", "fig9", *flag, "--out", str(out))
     assert res.returncode == 0, res.stderr
     status = json.loads((out / "status" / "fig9.json").read_text())
     assert status["status"] == "not run" and status["reason"].startswith("no GPU power control")

@@ -124,3 +124,22 @@ def test_a_bad_figure_place_from_nox_is_one_line_exit_2_nothing_written(cli, tmp
         "error: ARTIFACT_FIGURE_OF='10/9' is not K/N with 1 <= K <= N (e.g. 3/9)"
     ]
     assert not out.exists()
+
+
+def test_the_printed_command_names_this_interpreter(monkeypatch, tmp_path):
+    """`python -m artifact` only where that `python` is this interpreter; else its path,
+    relative under the current folder (a system Python may lack rich, torch, ...)."""
+    import shutil
+    import sys
+
+    from artifact import cli
+
+    monkeypatch.setattr(shutil, "which", lambda name: sys.executable)
+    assert cli.invocation() == "python -m artifact"
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/python")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / ".venv" / "bin" / "python"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.invocation() == ".venv/bin/python -m artifact"
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert cli.invocation() == f"{tmp_path}/.venv/bin/python -m artifact"

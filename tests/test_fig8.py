@@ -154,7 +154,11 @@ def test_report_of_a_cpu_run(fig8_run):
     )
     assert md.index("# Verdicts") < md.index("# A. Abstract")  # the verdict table first
     verdicts = pd.read_csv(out / "verdicts.csv")
-    assert set(verdicts["verdict"]) == {"not applicable"}  # CPU: nothing evaluated
+    # CPU: nothing evaluated; items of the figures this folder lacks did not run
+    assert set(verdicts["verdict"]) == {"not applicable", "not run"}
+    not_run = verdicts[verdicts["verdict"] == "not run"]
+    assert not not_run["reason"].str.contains("Fig8").any()  # fig8 ran
+    assert not_run["reason"].str.contains("no records in this folder").all()
     for section in (
         "B. Artifact check-list",
         "V1:",

@@ -3,6 +3,7 @@ gets one line and exit 2."""
 
 import json
 import os
+import shlex
 import signal
 import stat
 import subprocess
@@ -324,7 +325,11 @@ def test_ctrl_c_stops_between_repetitions_and_says_how_to_resume(tmp_path):
     _, err = proc.communicate(timeout=240)
     assert proc.returncode == 130, err[-2000:]
     lines = [ln for ln in err.splitlines() if ln.startswith(("fig8:", "not finished:", "resume:"))]
-    assert lines[-1] == f"resume: python -m artifact run fig8 --out {out}", err[-2000:]
+    resume = lines[-1].removeprefix("resume: ")
+    assert resume.endswith(f" run fig8 --out {out}"), err[-2000:]
+    # pasted in the same shell, the command's interpreter has the artifact's packages
+    cli = shlex.split(resume.removesuffix(f" run fig8 --out {out}"))
+    assert subprocess.run([*cli, "--help"], cwd=ROOT, capture_output=True).returncode == 0
     assert "interrupted by Ctrl-C (between repetitions)" in lines[-3]
     status = json.loads((out / "status" / "fig8.json").read_text())
     assert status["status"] == "failed" and "between repetitions" in status["reason"]

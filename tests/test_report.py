@@ -212,7 +212,10 @@ def test_latex_compiles_under_pdflatex(tiny_run, tmp_path):
     tex = (report / "appendix.tex").read_text()
     assert "\\caption*" not in tex and "\\begin{figure}[H]" in tex  # caption package, placed here
     assert "\\usepackage{float}" in tex and "]{caption}" in tex
-    assert "\\caption{Fig. 8: a matmul beside a 1 GiB all-reduce. This run: 2 x CPU (gloo)" in tex
+    assert (
+        "\\caption{Fig. 8: a matmul beside an all-reduce (1 GiB in the paper). This run: 2 x CPU (gloo)"
+        in tex
+    )
 
 
 def _capture(monkeypatch) -> list:

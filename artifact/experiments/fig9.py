@@ -53,6 +53,11 @@ def run(ctx: RunContext) -> None:
     allowed = bool(ctx.options.allow_power_cap)
     index = ctx.gpu_index
     limit, rng = ctx.power_backend.power_limit_w(), ctx.power_backend.limit_range_w()
+    try:  # opening changes nothing; a machine with no power control says so, flag or not
+        setter = caps.open_setter(index)
+    except ArtifactError as e:
+        _status(ctx, "not run", str(e))
+        return
     if not allowed:
         planned = (
             caps.scaled_cap_levels(PAPER_CAPS_W, PAPER_RANGE_W, rng) if rng[1] == rng[1] else []
@@ -65,11 +70,6 @@ def run(ctx: RunContext) -> None:
             range_w=rng,
             planned_caps_w=planned,
         )
-        return
-    try:
-        setter = caps.open_setter(index)
-    except ArtifactError as e:
-        _status(ctx, "not run", str(e))
         return
     rng = setter.limit_range_w()
     levels = caps.scaled_cap_levels(PAPER_CAPS_W, PAPER_RANGE_W, rng)
