@@ -30,6 +30,7 @@ import pandas as pd
 from artifact import noise, validation
 from artifact.aggregate import gpus_in, load_summary
 from artifact.expected import EXPECTED_DIR, load_expected
+from artifact.figure_status import figure_status
 from artifact.store import RunStore
 from artifact.verdicts import COLUMNS, MIN_REPETITIONS, as_sentence
 from artifact.workloads import beyond_paper
@@ -367,15 +368,12 @@ def _with_evidence(v: dict, item, rows: pd.DataFrame, summary: pd.DataFrame) -> 
 
 
 def _not_ran(figures: list[str], run: Run) -> str:
-    """Why those of the figures that did not run did not ('' if all ran): their status,
-    or no records at all (a figure never started in this folder)."""
-    st, recorded = run.status, set(run.summary["figure"])
-    why = [
-        f"{f}: {st[f]['reason']}" if f in st else f"{f}: no records in this folder"
-        for f in figures
-        if (f in st and st[f]["status"] != "ran") or (f not in st and f not in recorded)
-    ]
-    return "; ".join(why)
+    """Why those of the figures that did not run did not ('' if all ran), as the
+    report's "What ran" says it (artifact.figure_status)."""
+    why = [(f, figure_status(f, run.status, run.summary)) for f in figures]
+    return "; ".join(
+        f"{f}: {detail}" for f, (category, detail) in why if not category.startswith("ran")
+    )
 
 
 def judge_item(item, run: Run) -> dict:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from artifact.aggregate import load_summary
 from artifact.env import FINGERPRINT_KEYS, REPO_ROOT
-from artifact.figures import spec_of
+from artifact.figure_status import figure_status
 from artifact.store import RunStore
 from artifact.verdicts import load_verdicts
 
@@ -74,28 +74,6 @@ def load_run(out: Path) -> Run:
 
 def _json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def figure_status(fig: str, status: dict, summary: pd.DataFrame) -> tuple[str, str]:
-    """(category, detail) of a figure: 'ran', 'ran partly', 'not run' or 'failed'.
-
-    'failed' covers a crash, an interruption and a run killed before it finished (its
-    status still says 'running'); 'not run' is a figure the machine cannot run or an
-    opt-in one; 'ran partly' names the configurations the device could not run."""
-    src = spec_of(fig).records
-    st = status.get(src)
-    has_rows = not summary[summary["figure"] == src].empty
-    if st is None:
-        return ("ran", "") if has_rows else ("not run", "no records in this folder")
-    if st["status"] == "running":
-        return "failed", "interrupted: the run stopped before it finished"
-    if st["status"] in ("failed", "not run"):
-        return st["status"], st["reason"]
-    skipped = st.get("configs", {})
-    if skipped:
-        reasons = sorted({c["reason"] for c in skipped.values()})
-        return "ran partly", f"{len(skipped)} configuration(s) not run: {'; '.join(reasons)}"
-    return ("ran", "") if has_rows else ("not run", "no records in this folder")
 
 
 def not_run(fig: str, run: Run) -> str | None:
