@@ -34,8 +34,8 @@ from artifact.figures import REGISTRY, spec_of
 from artifact.memory import RECOMPUTE_CHOICES
 from artifact.options import RunOptions
 
-# soft wrap: a line longer than the terminal (or than 80 columns in a log) stays one line,
-# so a reason is not cut mid-sentence and grep finds it
+# soft wrap, for every print: a line longer than the terminal (or than 80 columns in a
+# log) stays one line, so a reason or a path is not cut mid-way and grep finds it
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -217,7 +217,6 @@ def _interrupted(store, figure: str, why: str, reps: int, out: Path) -> int:
         f"resume: {invocation()} run {figure} --out {out}",
         markup=False,
         highlight=False,
-        soft_wrap=True,  # a path is never broken across lines
     )
     return 130
 
@@ -339,11 +338,10 @@ def print_digest(df, figure: str, out: Path) -> None:
     """A couple of lines a configuration after a run (the whole table: summarize)."""
     console.print(
         f"[bold]{figure} summary[/] ({escape(str(out / 'summary.csv'))}; every metric: "
-        f"{invocation()} summarize {escape(str(out))})",
-        soft_wrap=True,
+        f"{invocation()} summarize {escape(str(out))})"
     )
     for line in progress.digest(df):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(line, markup=False, highlight=False)
 
 
 def print_summary(df, title: str) -> None:
@@ -351,7 +349,7 @@ def print_summary(df, title: str) -> None:
     wraps (at its space), so no name or number is cut; a terminal too narrow even for
     that gets one line a row. Mode 'derived' is kind 'derived' (the kind column is left
     to summary.csv)."""
-    console.print(f"[bold]{escape(title)}[/]", soft_wrap=True)
+    console.print(f"[bold]{escape(title)}[/]")
     for config_id, rows in df.groupby("config_id", sort=False):
         note = rows["note"].iloc[0]
         console.print(f"\n[bold]{escape(config_id)}[/]")
@@ -595,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except ArtifactError as e:
-        err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+        err_console.print(f"error: {e}", markup=False, highlight=False)
         return 2
     except Exception as e:  # a bug, not bad input: one line, the traceback with --debug
         if args.debug:
@@ -605,7 +603,6 @@ def main(argv: list[str] | None = None) -> int:
             f"internal error: {type(e).__name__}: {first} (run again with --debug for the traceback)",
             markup=False,
             highlight=False,
-            soft_wrap=True,
         )
         return 1
 
