@@ -46,8 +46,7 @@ def phases(trace: dict) -> list[dict[str, float]]:
     )
     if work.empty or not steps:
         return []
-    starts = work["start"].to_numpy()
-    busy = merge_intervals(starts, starts + work["dur"].to_numpy())
+    starts, busy = work["start"].to_numpy(), _busy(work)
     backward = starts[work["name"].map(_is_backward).to_numpy(dtype=bool)]
 
     def window(a: float, b: float) -> dict[str, float]:
@@ -95,15 +94,19 @@ def sync_gaps(trace: dict) -> dict[str, float]:
     ]
     if work.empty:
         return {"syncs": len(syncs), "idle_after_us": 0.0}
-    starts = work["start"].to_numpy()
-    busy = merge_intervals(starts, starts + work["dur"].to_numpy())
-    idle = 0.0
+    busy, idle = _busy(work), 0.0
     for end in syncs:
         later = busy[busy[:, 0] >= end]
         running = ((busy[:, 0] < end) & (busy[:, 1] > end)).any()
         if len(later) and not running:  # nothing left on the GPU when the host returned
             idle += later[0, 0] - end
     return {"syncs": len(syncs), "idle_after_us": idle}
+
+
+def _busy(work) -> np.ndarray:
+    """The union of the GPU's work intervals (kernel_table's rows), as [start, end] rows."""
+    starts = work["start"].to_numpy()
+    return merge_intervals(starts, starts + work["dur"].to_numpy())
 
 
 def _is_backward(kernel_name: str) -> bool:
