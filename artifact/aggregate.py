@@ -84,11 +84,43 @@ MODE_DERIVED = [
     # Eq. 1 against that other baseline: where V1 fails (a power-limited GPU runs
     # back-to-back compute slower than compute between communication gaps), the two differ.
     relative_change("slowdown_vs_nocomm", ("overlap", "compute_ms"), ("nocomm", "compute_ms")),
-    # The A/A check: Eq. 1 between two identical sequential passes of one repetition
-    # (modes.SEQUENTIAL_REPEAT). What Eq. 1 reads with no contention at all: a slowdown
-    # means something only where its CI clears this (artifact/noise.py).
+    # The A/A check: Eq. 1 between two identical overlap passes of one repetition
+    # (modes.OVERLAP_REPEAT). What Eq. 1 reads when nothing differs between the passes
+    # compared: a slowdown means something only where its CI clears this (artifact/noise.py).
+    relative_change("noise_floor", ("overlap_repeat", "compute_ms"), ("overlap", "compute_ms")),
+    # The negative controls (modes.CONTROL_PHASES, configurations that move data): Eq. 1
+    # and the sequential penalty with every collective on zero bytes, which must read 0,
+    # and the effects beyond them, paired by repetition (docs/measurement.md, "Controls").
     relative_change(
-        "noise_floor", ("sequential_repeat", "compute_ms"), ("sequential", "compute_ms")
+        "control_slowdown", ("overlap_control", "compute_ms"), ("sequential_control", "compute_ms")
+    ),
+    Derived(
+        "control_penalty",
+        eq.sequential_penalty,
+        (("sequential_control", "e2e_ms"), ("overlap_control", "e2e_ms")),
+        "ratio",
+    ),
+    Derived(
+        "slowdown_beyond_control",
+        lambda co, cs, kco, kcs: eq.slowdown(co, cs) - eq.slowdown(kco, kcs),
+        (
+            ("overlap", "compute_ms"),
+            ("sequential", "compute_ms"),
+            ("overlap_control", "compute_ms"),
+            ("sequential_control", "compute_ms"),
+        ),
+        "ratio",
+    ),
+    Derived(
+        "penalty_beyond_control",
+        lambda es, eo, kes, keo: eq.sequential_penalty(es, eo) - eq.sequential_penalty(kes, keo),
+        (
+            ("sequential", "e2e_ms"),
+            ("overlap", "e2e_ms"),
+            ("sequential_control", "e2e_ms"),
+            ("overlap_control", "e2e_ms"),
+        ),
+        "ratio",
     ),
 ]
 

@@ -5,8 +5,10 @@ Each expected item is a *number* (a value with a tolerance band, compared throug
     reproduced      the CI meets the band / the CIs show the claim
     not reproduced  the CI misses the band / the CIs show the opposite (the reason
                     says by how much or where)
-    inconclusive    too few repetitions, a slowdown within its noise floor, or CIs that
-                    reach across the claim's line and show neither
+    inconclusive    too few repetitions, a slowdown within its noise floor, a negative
+                    control that does not read 0, a precondition the run does not meet
+                    (fig7: blocks the power sampler resolves), or CIs that reach
+                    across the claim's line and show neither
     not applicable  the item's hardware is absent here (e.g. MI250 numbers on an H200),
                     or the run is a CPU functional check, which evaluates no claim
     not run         the rows it needs are not in this folder (an opt-in figure, or one
@@ -14,6 +16,12 @@ Each expected item is a *number* (a value with a tolerance band, compared throug
                     figure it needs did not run; where they all ran, it is "not applicable"
 Numbers from other hardware than the paper's are compared only through hardware-free
 quantities (slowdown, penalty, % of TDP): absolute times are never in expected/.
+
+Items are judged per configuration and never average mechanisms: the rows of one-GPU
+proxies are left out of the paper's items and judged apart, one row per proxy
+configuration (item_type "proxy", never in the paper's tally). Every slowdown and
+penalty is judged as the effect beyond its negative control (artifact/controls.py).
+An interval shown beside a mean is a 95 % CI of that mean.
 """
 
 from __future__ import annotations
@@ -25,9 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
-from artifact import noise, validation
+from artifact import controls, noise, validation
 from artifact.aggregate import gpus_in, load_summary
 from artifact.expected import EXPECTED_DIR, load_expected
 from artifact.figure_status import figure_status
@@ -55,9 +65,10 @@ NEEDS_COMMUNICATION = frozenset(
     }
 )
 NO_COMMUNICATION_REASON = (
-    "No communication ran beside compute in these configurations (world size 1), "
-    "so there is no overlap to judge."
+    "No collective between GPUs ran beside compute in these configurations (world size 1), "
+    "so there is no overlap to judge"
 )
+PROXY_NOTE = "the one-GPU proxies' numbers are under proxy evidence"
 
 
 # --- selecting rows ---------------------------------------------------------------------
@@ -122,15 +133,29 @@ def _verdict(
     }
 
 
+def mean_of_means(rows: pd.DataFrame) -> tuple[float, float, float]:
+    """The mean of the rows' means, with a 95 % CI of that mean: each row's standard
+    error recovered from its t interval, combined (the configurations are fixed, their
+    errors independent), with the fewest degrees of freedom of any row (conservative).
+    One row: its own CI. NaN CI where a row has none."""
+    mean = float(rows["mean"].mean())
+    if len(rows) == 1:
+        r = rows.iloc[0]
+        return mean, float(r["ci_low"]), float(r["ci_high"])
+    n = rows["n"].astype(float)
+    if (n < 2).any() or rows[["ci_low", "ci_high"]].isna().any().any():
+        return mean, math.nan, math.nan
+    t = stats.t.ppf(0.975, n - 1)
+    se = ((rows["ci_high"] - rows["ci_low"]) / 2 / t).to_numpy()
+    half = stats.t.ppf(0.975, n.min() - 1) * float(np.sqrt(np.sum(se**2))) / len(rows)
+    return mean, mean - half, mean + half
+
+
 def _aggregate(item, rows: pd.DataFrame, configs: dict) -> tuple[float, float, float, str]:
     agg = item["aggregate"]
     if agg == "mean":
-        return (
-            rows["mean"].mean(),
-            rows["ci_low"].mean(),
-            rows["ci_high"].mean(),
-            f"mean of {len(rows)} configuration(s); CI: mean of their CIs",
-        )
+        mean, lo, hi = mean_of_means(rows)
+        return mean, lo, hi, f"mean of {len(rows)} configuration(s), with the CI of that mean"
     if agg == "max":
         top = rows.loc[rows["mean"].idxmax()]
         return (
@@ -205,8 +230,7 @@ def _every_row_positive(item, rows: pd.DataFrame, summary, configs) -> Judged:
             f"The CI reaches across 0 in {len(across)} of {len(rows)} configuration(s), "
             f"so the data show neither a rise nor its absence: {', '.join(_names(across))}"
         )
-    mean = rows["mean"].mean()
-    return holds, reason, "> 0", mean, rows["ci_low"].min(), rows["ci_high"].max()
+    return holds, reason, "> 0", *mean_of_means(rows)
 
 
 def _group_greater(item, rows: pd.DataFrame, summary, configs) -> Judged:
@@ -214,21 +238,20 @@ def _group_greater(item, rows: pd.DataFrame, summary, configs) -> Judged:
     greater, lesser = describe_rows(item["greater"]), describe_rows(item["lesser"])
     if a.empty or b.empty:
         return f"It needs rows for both {greater} and {lesser}."
-    (a_lo, a_hi), (b_lo, b_hi) = _bounds(a), _bounds(b)
-    if a_lo.mean() > b_hi.mean():
+    # each group's mean over its configurations, with the CI of that mean
+    (a_mean, a_lo, a_hi), (b_mean, b_lo, b_hi) = mean_of_means(a), mean_of_means(b)
+    if a_lo > b_hi:
         holds, tail = True, ""
-    elif a_hi.mean() < b_lo.mean():
+    elif a_hi < b_lo:
         holds, tail = False, "; the other way round"
     else:
         holds = None
         tail = "; the CIs overlap" + (
-            ", ordered as claimed"
-            if a["mean"].mean() > b["mean"].mean()
-            else ", ordered the other way"
+            ", ordered as claimed" if a_mean > b_mean else ", ordered the other way"
         )
     reason = (
-        f"{greater}: {_fmt(a['mean'].mean())} [{_fmt(a_lo.mean())}, {_fmt(a_hi.mean())}] vs "
-        f"{lesser}: {_fmt(b['mean'].mean())} [{_fmt(b_lo.mean())}, {_fmt(b_hi.mean())}]" + tail
+        f"{greater}: {_fmt(a_mean)} [{_fmt(a_lo)}, {_fmt(a_hi)}] vs "
+        f"{lesser}: {_fmt(b_mean)} [{_fmt(b_lo)}, {_fmt(b_hi)}]" + tail
     )
     return holds, reason, f"{greater} above {lesser}", a["mean"].mean() - b["mean"].mean(), NAN, NAN
 
@@ -319,11 +342,23 @@ class Run:
         return cls(summary, configs, RunStore(out).status(), gpus_in(summary))
 
     @property
-    def paper_rows(self) -> pd.DataFrame:
-        """The rows the paper's items are judged on: not those of an implementation beyond
-        the paper (torch FSDP2 beside DeepSpeed ZeRO-3), which the report shows unjudged."""
+    def judged_rows(self) -> pd.DataFrame:
+        """Rows of the paper's implementations: not those of one beyond the paper (torch
+        FSDP2 beside DeepSpeed ZeRO-3), which the report shows unjudged."""
         beyond = {c for c, cfg in self.configs.items() if beyond_paper(cfg)}
         return self.summary[~self.summary["config_id"].isin(beyond)]
+
+    @property
+    def paper_rows(self) -> pd.DataFrame:
+        """The rows the paper's items are judged on: the paper's implementations, without
+        the one-GPU proxies (judged apart as proxy evidence)."""
+        rows = self.judged_rows
+        return rows[~rows["parallelism"].astype(str).str.startswith("proxy")]
+
+    @property
+    def proxy_configs(self) -> list[str]:
+        rows = self.judged_rows
+        return sorted(set(rows.loc[rows["parallelism"].astype(str).str.startswith("proxy"), "config_id"]))
 
 
 def _unjudgeable(item, run: Run) -> str | None:
@@ -342,15 +377,34 @@ def _rows_with_communication(item, rows: pd.DataFrame, run: Run) -> pd.DataFrame
     ran = with_communication(run.summary)
     # the configurations the item is about, whatever metrics they have: without
     # communication the overlap fraction has no rows at all (it is undefined)
-    about = select(run.summary, {k: v for k, v in item["rows"].items() if k != "mode"}, None)
+    about = select(run.paper_rows, {k: v for k, v in item["rows"].items() if k != "mode"}, None)
     keys = set(zip(about["figure"], about["config_id"], strict=True))
     rows = rows[[k in ran for k in zip(rows["figure"], rows["config_id"], strict=True)]]
     return None if rows.empty and keys and not keys & ran else rows
 
 
-def _with_evidence(v: dict, item, rows: pd.DataFrame, summary: pd.DataFrame) -> dict:
-    """n and the CI method of the rows judged; too few repetitions, or slowdowns within
-    their A/A noise floor (artifact/noise.py), make it inconclusive."""
+def _precondition(item, rows: pd.DataFrame, summary: pd.DataFrame) -> str | None:
+    """Why an item whose expected entry `requires` {metric, at_least} cannot be judged on
+    these rows' configurations (fig7: blocks several refreshes of the power sampler long)."""
+    need = item.get("requires")
+    if not need:
+        return None
+    keys = set(zip(rows["figure"], rows["config_id"], strict=True))
+    have = summary[summary["metric"] == need["metric"]]
+    short = [
+        f"{r.config_id}: {r.mean:.3g}"
+        for r in have.itertuples()
+        if (r.figure, r.config_id) in keys and not r.mean >= need["at_least"]
+    ]
+    if not short:
+        return None
+    return f"{need['why']} ({need['metric']} below {need['at_least']:g} in {'; '.join(short)})"
+
+
+def _with_evidence(v: dict, item, rows: pd.DataFrame, run: Run, checks: list[dict]) -> dict:
+    """n and the CI method of the rows judged; too few repetitions, slowdowns within their
+    A/A noise floor (artifact/noise.py), a negative control that does not read 0
+    (artifact/controls.py) or an unmet precondition make it inconclusive."""
     n = int(rows["n"].min())
     v["n"] = n
     if "ci_method" in rows:
@@ -361,9 +415,12 @@ def _with_evidence(v: dict, item, rows: pd.DataFrame, summary: pd.DataFrame) -> 
             f"Too few repetitions to judge (n = {n}; a verdict needs {MIN_REPETITIONS}): "
             + v["reason"]
         )
-    v = noise.gate(v, item, rows, summary)
-    if rows["parallelism"].astype(str).str.startswith("proxy").any():
-        v["reason"] += " (rows include one-GPU proxies)"
+    v = noise.gate(v, item, rows, run.summary)
+    v = controls.gate(v, item.get("metric"), rows, checks)
+    if v["verdict"] in ("reproduced", "not reproduced") and (
+        why := _precondition(item, rows, run.summary)
+    ):
+        v["verdict"], v["reason"] = "inconclusive", as_sentence(f"{why}. {v['reason']}")
     return v
 
 
@@ -376,51 +433,83 @@ def _not_ran(figures: list[str], run: Run) -> str:
     )
 
 
-def judge_item(item, run: Run) -> dict:
-    """One expected item's verdict row."""
+def _metric_of(item) -> str | None:
+    if item["section"] != "numbers" and item["kind"] == "metric_greater":
+        return item["greater_metric"]
+    return item.get("metric")
+
+
+def _judge_rows(item, rows: pd.DataFrame, run: Run, checks: list[dict], exp) -> dict:
+    """One verdict on `rows` (the paper's rows, or one proxy configuration's)."""
+    metric = _metric_of(item)
     is_number = item["section"] == "numbers"
-    exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
-    figures = _as_list(item["rows"].get("figure", item["file_figure"]))
-    why = _unjudgeable(item, run)
-    if why == CPU_REASON and (stopped := _not_ran(figures, run)):
-        return _verdict(item, "not run", stopped, *exp)  # what a reviewer would rerun
-    if why:
-        return _verdict(item, "not applicable", why, *exp)
-    metric = (
-        item["greater_metric"]
-        if not is_number and item["kind"] == "metric_greater"
-        else item.get("metric")
-    )
-    rows = select(run.paper_rows, item["rows"], metric)
-    if metric in NEEDS_COMMUNICATION:
-        rows = _rows_with_communication(item, rows, run)
-        if rows is None:
-            return _verdict(item, "not applicable", NO_COMMUNICATION_REASON, *exp)
-    if rows.empty:
-        reason = (
-            _not_ran(figures, run) or f"no {metric} rows for {', '.join(figures)} in this folder"
-        )
-        return _verdict(item, "not run", reason, *exp)
+    rows = controls.beyond_control(rows, run.summary, metric)
     v = (
         judge_number(item, rows, run.configs)
         if is_number
         else judge_claim(item, rows, run.summary, run.configs)
     )
-    return _with_evidence(v, item, rows, run.summary)
+    if v["verdict"] == "not run":
+        return v
+    return _with_evidence(v, item, rows, run, checks)
+
+
+def judge_item(item, run: Run, checks: list[dict] | None = None) -> list[dict]:
+    """One expected item's verdict row, then one row per proxy configuration it has rows
+    of (proxy evidence)."""
+    checks = checks or []
+    is_number = item["section"] == "numbers"
+    exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
+    figures = _as_list(item["rows"].get("figure", item["file_figure"]))
+    why = _unjudgeable(item, run)
+    if why == CPU_REASON and (stopped := _not_ran(figures, run)):
+        return [_verdict(item, "not run", stopped, *exp)]  # what a reviewer would rerun
+    if why:
+        return [_verdict(item, "not applicable", why, *exp)]
+    metric = _metric_of(item)
+    selected = select(run.judged_rows, item["rows"], metric)
+    proxies = [c for c in run.proxy_configs if c in set(selected["config_id"])]
+    evidence = [_proxy_verdict(item, selected, c, run, checks, exp) for c in proxies]
+    rows = select(run.paper_rows, item["rows"], metric)
+    if metric in NEEDS_COMMUNICATION:
+        rows = _rows_with_communication(item, rows, run)
+        if rows is None:
+            note = f"; {PROXY_NOTE}" if evidence else ""
+            return [_verdict(item, "not applicable", NO_COMMUNICATION_REASON + note, *exp), *evidence]
+    if rows.empty:
+        reason = (
+            _not_ran(figures, run) or f"no {metric} rows for {', '.join(figures)} in this folder"
+        )
+        return [_verdict(item, "not run", reason, *exp), *evidence]
+    return [_judge_rows(item, rows, run, checks, exp), *evidence]
+
+
+def _proxy_verdict(item, selected: pd.DataFrame, config_id: str, run: Run, checks, exp) -> dict:
+    """The item judged on one proxy configuration's rows alone (never averaged with
+    another mechanism), labelled proxy evidence."""
+    rows = selected[selected["config_id"] == config_id]
+    v = _judge_rows(item, rows, run, checks, exp)
+    note = run.configs.get(config_id, {}).get("note", "")
+    v["reason"] = as_sentence(f"{v['reason'].rstrip('.')}. Proxy evidence, not counted: {note}")
+    return v | {"item_type": "proxy", "config_id": config_id}
 
 
 def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
-    """Every expected item's verdict, then the artifact's own checks (V1, V2)."""
+    """The negative controls, every expected item's verdict (with its proxy evidence),
+    then the artifact's own checks (V1, V2)."""
     items = load_expected(expected_dir)
     run = Run.load(out)
-    rows_out = [judge_item(item, run) for item in items]
+    control_rows = controls.verdict_rows(run.judged_rows, run.configs)
+    if not run.gpus:  # a CPU run checks the code path; its numbers judge nothing
+        control_rows = [c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in control_rows]
+    rows_out = [row for item in items for row in judge_item(item, run, control_rows)]
     checks = validation.v1_verdicts(run.summary)
     if (run.summary["figure"] == "v2").any():
         v2_records = [r for r in RunStore(out).records() if r["figure"] == "v2"]
         checks += validation.v2_verdicts(run.summary, run.configs, v2_records)
-    if not run.gpus:  # a CPU run checks the code path; its numbers judge nothing
+    if not run.gpus:
         checks = [c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in checks]
-    verdicts = pd.DataFrame(rows_out + checks, columns=COLUMNS)
+    verdicts = pd.DataFrame(control_rows + rows_out + checks, columns=COLUMNS)
     summary = run.summary
     units = summary.groupby("metric")["unit"].first() if "unit" in summary else {}  # rows' unit
     verdicts["unit"] = verdicts["unit"].fillna(verdicts["metric"].map(units)).fillna("")

@@ -119,7 +119,17 @@ class Preset:
     power_window_s: float = 0.0  # per phase: how long to repeat it under the power sampler
     precision: str = "fp16"  # the main precision of the model figures (the paper's: FP16)
     seq_len: int | None = None  # shortens the models' sequence length (None: the model's own)
-    fp32_iters: int | None = None  # measured iterations a pass for FP32/TF32 (None: iters_per_rep)
+    fp32_iters: int | None = None  # profiled iterations a pass for FP32/TF32 (None: iters_per_rep)
+    # The timed pass runs at least timed_min_iters iterations (0: iters_per_rep) and at
+    # least timed_min_s seconds (and the phase's power window), FP32/TF32 at least
+    # fp32_timed_iters; its E2E is the median iteration (docs/measurement.md, "Passes").
+    timed_min_iters: int = 0
+    timed_min_s: float = 0.0
+    fp32_timed_iters: int | None = None
+    # Before each timed pass the phase's own work runs until step time and SM clock are
+    # steady (at least `warmup` iterations and settle_min_s), at most settle_max_s.
+    settle_min_s: float = 0.0
+    settle_max_s: float = 0.0
     # activation recomputation turns on where a configuration's estimated memory without
     # it exceeds this (GiB a GPU; None: never): the paper's sizes on 80 GB cards
     recompute_above_gib: float | None = None
@@ -175,11 +185,11 @@ PRESETS: dict[str, Preset] = {
             ),
             v2=V2Config((0.0, 1.0, 3.0), reps=3),
         ),
-        # quick: `nox -s all` in about 21.5 minutes on one H200 (README's time table; 19
-        # before Eq. 1's A/A repeat was added). The paper's smallest model at half its sequence, 5 repetitions (the fewest a
-        # verdict accepts), 3 iterations a pass, power windows of ten 100 ms NVML
-        # refreshes, one iteration a pass in FP32 (3 s each at the full size), and a
-        # smaller contention map and V2 sweep.
+        # quick: the paper's smallest model at half its sequence, 5 repetitions (the
+        # fewest a verdict accepts), timed passes of at least 5 iterations and 1 s (the
+        # power window: ten 100 ms NVML refreshes), 3 profiled iterations (FP32: 2 timed,
+        # 1 profiled, 3 s each at the full size), settling of 0.3-1.5 s before each pass,
+        # and a smaller contention map and V2 sweep.
         Preset(
             "quick",
             "gpu",
@@ -193,6 +203,11 @@ PRESETS: dict[str, Preset] = {
             power_window_s=1.0,
             seq_len=1024,
             fp32_iters=1,
+            timed_min_iters=5,
+            timed_min_s=1.0,
+            fp32_timed_iters=2,
+            settle_min_s=0.3,
+            settle_max_s=1.5,
             contention=ContentionConfig(
                 comm_bytes=tuple(m * MIB for m in (16, 256, 1024)),
                 computes=(
@@ -217,6 +232,11 @@ PRESETS: dict[str, Preset] = {
             cpu_processes=2,
             power_window_s=3.0,
             recompute_above_gib=80.0,
+            timed_min_iters=5,
+            timed_min_s=3.0,
+            fp32_timed_iters=3,
+            settle_min_s=1.0,
+            settle_max_s=5.0,
         ),
     )
 }

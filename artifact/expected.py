@@ -85,6 +85,13 @@ def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
                             f"{where}: kind {item['kind']!r}; accepted: {', '.join(CLAIM_KINDS)}"
                         )
                     _need(where, item, CLAIM_KINDS[item["kind"]])
+                need = item.get("requires")
+                if need is not None and not (
+                    isinstance(need, dict) and {"metric", "at_least", "why"} <= set(need)
+                ):
+                    raise ArtifactError(
+                        f"{where}: 'requires' must be a mapping with metric, at_least and why, got {need!r}"
+                    )
                 if not (item["scope"] == "any" or isinstance(item["scope"], list)):
                     raise ArtifactError(f"{where}: scope must be 'any' or a list of GPU names")
                 items.append({**item, "section": section, "file_figure": doc["figure"]})

@@ -2,16 +2,20 @@
 
 - overlap:    collectives are issued asynchronously and waited for when their result
               is needed, so compute runs beside them (the frameworks' default).
-- sequential: every collective is waited for right after it is issued, and the device
-              is drained before and after it, so no compute kernel can run beside a
-              communication kernel (the trace's overlap fraction must be ~0).
+- sequential: every collective is ordered after the compute queued before it and before
+              the compute queued after it, by stream order (CUDA events, no host
+              synchronisation), so no compute kernel runs beside a communication kernel
+              (the trace's overlap fraction must be ~0) and the GPU never waits for the host.
 - nocomm:     collectives become no-ops on buffers of the same shape; numerics are
               meaningless, the mode exists to validate the sequential baseline (V1).
 
-A phase is a mode measured under a name: `sequential_repeat` is SEQUENTIAL measured a
-second time in the same repetition (the A/A check behind the noise floor,
-docs/measurement.md "Noise floor"), so it is a phase name, not a fourth way to issue a
-collective.
+A phase is a mode measured under a name:
+- `overlap_repeat` is OVERLAP measured a second time in the same repetition (the A/A
+  check behind the noise floor, docs/measurement.md "Noise floor");
+- `overlap_control` and `sequential_control` run their mode's code path with every
+  collective replaced by the same collective on zero bytes (outputs filled as nocomm
+  fills them): the negative controls of a configuration that moves data. Where nothing
+  moves (world size 1), overlap and sequential are their own controls.
 
 Workloads route every collective through `issue`, so a mode is one switch, not a
 copy of the workload.
@@ -25,8 +29,6 @@ from enum import StrEnum
 
 import torch
 
-from artifact.measure.timing import synchronize
-
 
 class Mode(StrEnum):
     OVERLAP = "overlap"
@@ -34,29 +36,60 @@ class Mode(StrEnum):
     NOCOMM = "nocomm"
 
 
-# The A/A check: the sequential mode measured again in the same repetition. Eq. 1 between
-# the two sequential passes is the noise floor (aggregate.MODE_DERIVED "noise_floor").
-SEQUENTIAL_REPEAT = "sequential_repeat"
-PHASE_MODES = {SEQUENTIAL_REPEAT: Mode.SEQUENTIAL}
+# The A/A check: the overlap mode measured again in the same repetition. Eq. 1 between
+# the two overlap passes is the noise floor (aggregate.MODE_DERIVED "noise_floor").
+OVERLAP_REPEAT = "overlap_repeat"
+# The negative controls: the overlap and sequential code paths moving zero bytes.
+OVERLAP_CONTROL = "overlap_control"
+SEQUENTIAL_CONTROL = "sequential_control"
+CONTROL_PHASES = (OVERLAP_CONTROL, SEQUENTIAL_CONTROL)
+PHASE_MODES = {
+    OVERLAP_REPEAT: Mode.OVERLAP,
+    OVERLAP_CONTROL: Mode.OVERLAP,
+    SEQUENTIAL_CONTROL: Mode.SEQUENTIAL,
+}
 
 
 def mode_of(phase: str) -> Mode:
-    """The mode a phase runs in: its own name, or the mode it repeats."""
+    """The mode a phase runs in: its own name, or the mode it repeats or controls."""
     return PHASE_MODES.get(phase) or Mode(phase)
 
 
+def moves_zero_bytes(phase: str) -> bool:
+    """Whether the phase's collectives are the zero-byte stand-ins of a control."""
+    return phase in CONTROL_PHASES
+
+
 def with_repeat(phases: tuple[str, ...]) -> tuple[str, ...]:
-    """`phases` with the A/A repeat right after `sequential`: the repeat sits beside the
-    pass it repeats as `overlap` sits beside it, and every other phase keeps the mode
-    of the phase before it (an H200 ran matmuls ~10 % slower right after a busy phase)."""
-    i = phases.index(Mode.SEQUENTIAL.value) + 1
-    return (*phases[:i], SEQUENTIAL_REPEAT, *phases[i:])
+    """`phases` and the A/A repeat of overlap (where it runs is the design's business)."""
+    return (*phases, OVERLAP_REPEAT)
 
 
-def rotated(phases: tuple[str, ...], rep: int) -> tuple[str, ...]:
-    """`phases` rotated by `rep`, so no phase always runs first."""
-    k = rep % len(phases)
-    return phases[k:] + phases[:k]
+def with_controls(phases: tuple[str, ...]) -> tuple[str, ...]:
+    """`phases` and the two zero-byte controls (configurations that move data)."""
+    return (*phases, *CONTROL_PHASES)
+
+
+def williams_rows(n: int) -> list[list[int]]:
+    """A Williams design for n treatments: rows (orders) in which every treatment follows
+    every other equally often (once over n rows for even n, over 2n rows for odd n)."""
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(x + i) % n for x in first] for i in range(n)]
+    return rows if n % 2 == 0 else rows + [row[::-1] for row in rows]
+
+
+def balanced_order(phases: tuple[str, ...], rep: int) -> tuple[str, ...]:
+    """Repetition `rep`'s phase order: row `rep` of a Williams design over `phases`, so
+    over a full cycle each phase runs first equally often and follows every other phase
+    equally often (a phase's carry-over, a hot GPU after overlap, falls on every other)."""
+    rows = williams_rows(len(phases))
+    return tuple(phases[i] for i in rows[rep % len(rows)])
 
 
 class _Done:
@@ -72,21 +105,43 @@ class _Done:
 DONE = _Done()
 
 
-def issue(mode: Mode, launch: Callable[[], object], device: torch.device):
+def in_stream_order(launch: Callable[[], object], device: torch.device, stream=None) -> _Done:
+    """Run one collective between the compute before it and the compute after it, by
+    stream order alone: the stream it runs on waits for the compute stream (the default
+    stream) first, and the compute stream waits for it afterwards. The host never waits
+    for the device, so the GPU does not idle while the host catches up (a device-wide
+    synchronisation here cost ZeRO-3 about 30 ms a step on one H200).
+
+    `stream` is the side stream `launch` enqueues on, where it is not the current one
+    (the copy proxy's); NCCL's own stream is ordered by the work handle's wait().
+    """
+    if device.type != "cuda":
+        work = launch()
+        if work is not None:
+            work.wait()  # gloo: the host waits, there are no streams
+        return DONE
+    compute = torch.cuda.default_stream(device)
+    comm = stream or torch.cuda.current_stream(device)
+    if comm != compute:
+        comm.wait_stream(compute)  # compute queued before must finish first
+    work = launch()
+    if work is not None:
+        work.wait()  # the current stream waits for the collective (no host wait)
+    if comm != compute:
+        compute.wait_stream(comm)  # and the collective before any later compute
+    return DONE
+
+
+def issue(mode: Mode, launch: Callable[[], object], device: torch.device, stream=None):
     """Run one collective as `mode` prescribes; returns a handle with .wait().
 
     `launch` issues the collective asynchronously and returns its work handle (or None
-    for operations that are asynchronous by stream, such as a proxy copy).
+    for operations that are asynchronous by stream, such as a proxy copy on `stream`).
     """
     if mode is Mode.NOCOMM:
         return DONE
     if mode is Mode.SEQUENTIAL:
-        synchronize(device)  # compute queued before must finish first
-        work = launch()
-        if work is not None:
-            work.wait()
-        synchronize(device)  # and the collective itself before any later compute
-        return DONE
+        return in_stream_order(launch, device, stream)
     work = launch()
     return work if work is not None else DONE
 
@@ -98,7 +153,7 @@ def issue(mode: Mode, launch: Callable[[], object], device: torch.device):
 # wrappers are installed once, before the framework starts, and consult the mode set
 # by `collectives_in` at call time; outside such a block they pass everything through.
 
-_state: dict = {"mode": None, "device": None}
+_state: dict = {"mode": None, "device": None, "zero_bytes": False}
 # torch 2.13 names the single-tensor collectives all_gather_single / reduce_scatter_single
 # (the older names are deprecated aliases); FSDP2 calls the new names through
 # `torch.distributed`, DeepSpeed the old ones, so both are wrapped.
@@ -132,21 +187,48 @@ def _nocomm_stand_in(name: str, a: dict) -> None:
         a["output"].copy_(a["input_list"][rank])
 
 
+def _empty_like(value):
+    """A tensor argument's zero-element twin (lists of tensors element by element)."""
+    if isinstance(value, torch.Tensor):
+        return value.new_empty(0)
+    if isinstance(value, list) and value and all(isinstance(t, torch.Tensor) for t in value):
+        return [t.new_empty(0) for t in value]
+    return value
+
+
+def _zero_byte_call(name: str, original: Callable, bound: inspect.BoundArguments) -> Callable:
+    """The control's collective: outputs filled as nocomm fills them, then the same
+    collective, on the same group, launched on zero-element tensors (it moves nothing)."""
+    _nocomm_stand_in(name, bound.arguments)
+    empty = {k: _empty_like(v) for k, v in bound.arguments.items()}
+    return lambda: original(**empty)
+
+
 def _wrap(name: str, original: Callable):
     signature = inspect.signature(original)
 
     def collective(*args, **kwargs):
         mode, device = _state["mode"], _state["device"]
-        if mode is None or mode is Mode.OVERLAP:
+        if mode is None or (mode is Mode.OVERLAP and not _state["zero_bytes"]):
             return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         wants_handle = bound.arguments.get("async_op", False)
         if mode is Mode.NOCOMM:
             _nocomm_stand_in(name, bound.arguments)
-        else:  # SEQUENTIAL
-            bound.arguments["async_op"] = True
-            issue(Mode.SEQUENTIAL, lambda: original(*bound.args, **bound.kwargs), device)
+            return DONE if wants_handle else None
+        bound.arguments["async_op"] = True
+        if _state["zero_bytes"]:
+            launch = _zero_byte_call(name, original, bound)
+        else:
+            launch = lambda: original(*bound.args, **bound.kwargs)  # noqa: E731
+        if mode is Mode.OVERLAP:  # a control on the overlap path: the caller waits
+            work = launch()
+            if wants_handle:
+                return work
+            work.wait()
+            return None
+        in_stream_order(launch, device)  # SEQUENTIAL
         return DONE if wants_handle else None
 
     collective.__wrapped__ = original
@@ -175,19 +257,31 @@ def _wrap_batch_p2p(original: Callable):
     """
     import torch.distributed as dist
 
+    def received(ops) -> None:
+        for op in ops:
+            if op.op is dist.distributed_c10d.irecv:
+                _fill_received(op.tensor)
+
     def batch_isend_irecv(p2p_op_list):
         mode, device = _state["mode"], _state["device"]
-        if mode is None or mode is Mode.OVERLAP:
+        if mode is None or (mode is Mode.OVERLAP and not _state["zero_bytes"]):
             return original(p2p_op_list)
         if mode is Mode.NOCOMM:
-            for op in p2p_op_list:
-                if op.op is dist.distributed_c10d.irecv:
-                    _fill_received(op.tensor)
-        else:  # SEQUENTIAL: each batch drained before anything else runs
-            synchronize(device)
-            for req in original(p2p_op_list):
+            received(p2p_op_list)
+            return [DONE for _ in p2p_op_list]
+        ops = p2p_op_list
+        if _state["zero_bytes"]:
+            received(p2p_op_list)
+            ops = [dist.P2POp(op.op, op.tensor.new_empty(0), op.peer, op.group, op.tag)
+                   for op in p2p_op_list]  # fmt: skip
+        if mode is Mode.OVERLAP:  # a control on the overlap path
+            return original(ops)
+
+        def launch():
+            for req in original(ops):
                 req.wait()
-            synchronize(device)
+
+        in_stream_order(launch, device)  # SEQUENTIAL: the batch between compute
         return [DONE for _ in p2p_op_list]
 
     batch_isend_irecv.__wrapped__ = original
@@ -208,15 +302,21 @@ def install_collective_modes() -> None:
 
 
 class collectives_in:
-    """`with collectives_in(Mode.SEQUENTIAL, device): train_step()`."""
+    """`with collectives_in(Mode.SEQUENTIAL, device): train_step()`; `zero_bytes` routes
+    every collective through its zero-byte stand-in (the control phases)."""
 
-    def __init__(self, mode: Mode, device: torch.device):
-        self.mode, self.device = mode, device
+    def __init__(self, mode: Mode, device: torch.device, zero_bytes: bool = False):
+        self.mode, self.device, self.zero_bytes = mode, device, zero_bytes
 
     def __enter__(self):
         self._saved = dict(_state)
-        _state.update(mode=self.mode, device=self.device)
+        _state.update(mode=self.mode, device=self.device, zero_bytes=self.zero_bytes)
         return self
 
     def __exit__(self, *exc):
         _state.update(self._saved)
+
+
+def collectives_for(phase: str, device: torch.device) -> collectives_in:
+    """The routing a phase's step runs under: its mode, and zero bytes for a control."""
+    return collectives_in(mode_of(phase), device, moves_zero_bytes(phase))

@@ -1,13 +1,15 @@
 """Eq. 1's noise floor, the A/A check, and the judgement it allows (docs/measurement.md,
 "Noise floor").
 
-Every repetition of a figure that reports Eq. 1 also runs its sequential phase a second
-time (`sequential_repeat`, artifact.modes). Eq. 1 between those two identical passes is
+Every repetition of a figure that reports Eq. 1 also runs its overlap phase a second
+time (`overlap_repeat`, artifact.modes). Eq. 1 between those two identical passes is
 `noise_floor` in summary.csv (mode `derived`, aggregate.MODE_DERIVED): what the slowdown
 reads when nothing differs between the passes compared. A slowdown is evidence of
 contention only where its 95 % CI lies beyond the largest A/A reading the floor's own
 CI allows (`threshold`); `judge` says so for one configuration, and `gate` is compare's
-hook for the claims that overlap slows compute.
+hook for the claims that overlap slows compute. The floor sees noise between passes of
+one code path; a bias tied to a mode is the negative controls' business
+(artifact/controls.py).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ SLOWDOWN_METRICS = ("slowdown",)
 FLOOR_METRIC = "noise_floor"
 # The claims the floor can overturn: "overlap slows compute" in every configuration.
 GATED_KINDS = ("every_row_positive",)
-A_A = "A/A: two identical sequential passes of a repetition"
+A_A = "A/A: two identical overlap passes of a repetition"
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def gate(verdict: dict, item: Mapping, rows: pd.DataFrame, summary: pd.DataFrame
             unmeasured.append(row["config_id"])
         elif not j.cleared:
             within.append(
-                f"{row['config_id']}: Eq. 1 {_interval(row)}, while two identical sequential "
+                f"{row['config_id']}: Eq. 1 {_interval(row)}, while two identical overlap "
                 f"passes differ by up to {_pct(j.limit)}"
             )
     if within:
@@ -112,7 +114,7 @@ def gate(verdict: dict, item: Mapping, rows: pd.DataFrame, summary: pd.DataFrame
     note = (
         f"No noise floor was measured for {', '.join(unmeasured)} (no A/A repeat in the records)."
         if unmeasured
-        else "Every slowdown clears its noise floor (the A/A check of two sequential passes)."
+        else "Every slowdown clears its noise floor (the A/A check of two overlap passes)."
     )
     reason = verdict["reason"]
     return {**verdict, "reason": f"{reason}{'' if reason.endswith('.') else '.'} {note}"}

@@ -314,7 +314,7 @@ def plain_line_due(printed: tuple[float, tuple] | None, key: tuple, now: float) 
 
 # --- after a figure: a couple of lines a configuration (the whole table is summary.csv) ---
 
-# Eq. 1 beside its A/A noise floor (two identical sequential passes; artifact/noise.py)
+# Eq. 1 beside its A/A noise floor (two identical overlap passes; artifact/noise.py)
 EQ1 = {"slowdown": "Eq. 1 slowdown", "noise_floor": "noise floor (A/A)"}
 
 

@@ -1,18 +1,24 @@
 """The per-rank measurement loop every experiment shares (docs/design.md sections 3 and 5).
 
 For one phase (a mode, or an isolated-communication run) of one repetition:
-  1. `iters` timed iterations, each started together on all ranks (barrier) and
-     measured device-synchronised: E2E of an iteration is the slowest rank's time.
-  2. the same number of iterations under torch.profiler, each marked, parsed into the
-     kernel table: per-iteration compute / communication / memory time and the overlap
+  1. settle: the phase's own work runs until its step time and the SM clock are steady
+     (bounded), so no phase inherits the previous one's power state;
+  2. the timed pass: at least N iterations and S seconds (the preset's), each started
+     together on all ranks (barrier) and measured device-synchronised, under the power
+     sampler where there is telemetry; E2E of an iteration is the slowest rank's time,
+     E2E of the phase the median iteration, with the count of outlying iterations;
+  3. the profiled pass: `iters` iterations under torch.profiler, each marked, parsed into
+     the kernel table: per-iteration compute / communication / memory time and the overlap
      fraction. Timing and profiling are separate so profiler overhead never reaches E2E.
 Ranks' numbers are gathered on rank 0, which alone writes records.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import os
 import re
 import tempfile
@@ -31,7 +37,7 @@ from artifact import procs
 from artifact.config import Preset
 from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize, timed
-from artifact.modes import SEQUENTIAL_REPEAT
+from artifact.modes import OVERLAP_REPEAT
 from artifact.options import RunOptions
 from artifact.store import RunStore, atomic_write_text
 
@@ -46,6 +52,11 @@ BASE_UNITS = {
     "delay_ms": "ms",
     "peak_memory_gib": "GiB",
     "profiled_span_ms": "ms",
+    "e2e_outliers": "count",
+    "timed_iters": "count",
+    "settle_s": "s",
+    "settle_iters": "count",
+    "settled": "ratio",
 }
 GIB = 1 << 30
 # per-rank values reduced by their maximum (the rank that needs most), not their mean
@@ -131,11 +142,12 @@ class ConfigPoint(NamedTuple):
 def pending(
     ctx: RunContext,
     configs: list[ConfigPoint],
-    phases: tuple[str, ...],
+    phases: tuple[str, ...] | Callable[[ConfigPoint], tuple[str, ...]],
     numbered: tuple[int, int] | None = None,
 ) -> Iterator[tuple[ConfigPoint, list[int]]]:
     """Each configuration with repetitions still to measure, and those repetitions; one
-    whose every phase of every repetition is on disk is skipped (a resumed run). The
+    whose every phase (`phases`, or `phases(point)`) of every repetition is on disk is
+    skipped (a resumed run). The
     progress beacon is told which configuration of how many is under way: of `configs`,
     or, for a figure that walks several lists (fig4: FSDP then pipeline), `numbered`
     = (configurations before this list, configurations of the figure)."""
@@ -143,7 +155,8 @@ def pending(
     for k, point in enumerate(configs, before + 1):
         where = {"config_k": k, "config_n": total, "config_id": point.config_id}
         ctx.progress(f"{point.config_id}: set-up", **where, rep_k=None, phase=None, phase_k=None)
-        todo = [r for r in range(ctx.reps) if not rep_done(ctx, point.config_id, phases, r)]
+        mine = phases(point) if callable(phases) else phases
+        todo = [r for r in range(ctx.reps) if not rep_done(ctx, point.config_id, mine, r)]
         if todo:
             yield point, todo
         else:
@@ -213,6 +226,111 @@ def profiler_activities(device: torch.device) -> list[ProfilerActivity]:
     return acts
 
 
+# Settling (docs/measurement.md, "Passes"): the last SETTLE_LAST iterations' step times,
+# and SM clocks where there is telemetry, within SETTLE_SPREAD of their median.
+SETTLE_LAST = 3
+SETTLE_SPREAD = 0.05
+# An iteration is an outlier where it lies more than OUTLIER_MADS scaled MADs from the
+# median, and more than OUTLIER_FLOOR of it (a tight pass must not flag 1 % wobbles).
+OUTLIER_MADS = 5.0
+OUTLIER_FLOOR = 0.05
+
+
+def _sm_clock_mhz(backend: power.Backend) -> float:
+    return float(backend.read()[power.FIELDS.index("sm_clock_mhz")])
+
+
+def _steady(values: list[float]) -> bool:
+    last = [v for v in values[-SETTLE_LAST:] if np.isfinite(v)]
+    if not last:
+        return True  # nothing to judge by (no telemetry): the step times decide
+    mid = float(np.median(last))
+    return len(last) == SETTLE_LAST and (max(last) - min(last)) <= SETTLE_SPREAD * mid
+
+
+def settle(ctx: RunContext, step: Callable[[], None], what: str) -> dict[str, float]:
+    """Run `step` until the GPU is in the phase's own steady state: at least the preset's
+    warm-up iterations and settle_min_s, then until the last iterations' step times and
+    SM clocks agree, at most settle_max_s. Every rank runs the same iterations (a step
+    may hold collectives): they stop together once all are steady or one is out of time."""
+    p, times, clocks = ctx.preset, [], []
+    t0 = time.perf_counter()
+    while True:
+        ctx.progress(f"{what}: settling")
+        ctx.barrier()
+        times.append(timed(step, ctx.device))
+        clocks.append(_sm_clock_mhz(ctx.power_backend))
+        elapsed = time.perf_counter() - t0
+        steady = _steady(times) and _steady(clocks)
+        enough = len(times) >= max(1, ctx.warmup) and elapsed >= p.settle_min_s
+        votes = gather((enough and steady, elapsed >= p.settle_max_s))
+        if all(v[0] for v in votes) or any(v[1] for v in votes):
+            break
+    return {
+        "settle_s": elapsed,
+        "settle_iters": float(len(times)),
+        "settled": float(all(v[0] for v in votes)),
+        "step_s": float(np.median(times[-SETTLE_LAST:])),
+    }
+
+
+def timed_iterations(ctx: RunContext, step_s: float, min_iters: int, min_s: float) -> int:
+    """Iterations of the timed pass: at least `min_iters` and `min_s` seconds at the settled
+    step time, the same on every rank (the largest any rank asks for)."""
+    wanted = max(min_iters, math.ceil(min_s / max(step_s, 1e-6)))
+    return int(max(gather(wanted)))
+
+
+def outliers(e2e: list[float]) -> int:
+    """Iterations far from the pass's median (a stall, a hiccup of the host)."""
+    x = np.asarray(e2e, dtype=float)
+    if x.size < 3:
+        return 0
+    med = np.median(x)
+    mad = 1.4826 * np.median(np.abs(x - med))
+    return int(np.sum(np.abs(x - med) > max(OUTLIER_MADS * mad, OUTLIER_FLOOR * med)))
+
+
+def _window_metrics(samples, iters: int, tdp: float, with_power: bool) -> dict[str, list[float]]:
+    """What the sampler saw over the timed pass: the SM clock always, power where the
+    phase asked for a power window."""
+    w = power.window_power(samples)
+    values = {"sm_clock_mean_mhz": w.sm_clock_mean_mhz}
+    if with_power:
+        values |= {
+            "power_mean_w": w.mean_w,
+            "power_peak_w": w.peak_w,
+            "power_polled_mean_w": w.polled_mean_w,
+            "power_mean_pct_tdp": 100 * w.mean_w / tdp,
+            "power_peak_pct_tdp": 100 * w.peak_w / tdp,
+            "energy_per_iter_j": w.energy_j / iters,
+            "power_resolution_ms": w.resolution_s * 1e3,
+            "energy_resolution_ms": w.energy_resolution_s * 1e3,
+            "power_window_s": w.seconds,
+        }
+    return {k: [v] for k, v in values.items()}
+
+
+def timed_pass(
+    ctx: RunContext, step: Callable[[], None], n: int, what: str, with_power: bool
+) -> tuple[list[float], dict[str, list[float]]]:
+    """`n` iterations, each started together and timed device-synchronised (seconds), and,
+    with telemetry, what the power sampler saw meanwhile (the clock; power if asked)."""
+    telemetry = ctx.power_backend.name != "none"
+    sampler = power.PowerSampler(ctx.power_backend, ctx.power_interval_s) if telemetry else None
+    e2e = []
+    ctx.barrier()
+    with sampler or contextlib.nullcontext():
+        for i in range(n):
+            ctx.progress(f"{what}: timed iteration {i + 1}/{n}")
+            ctx.barrier()
+            e2e.append(timed(step, ctx.device))
+    if sampler is None:
+        return e2e, {}
+    tdp = ctx.power_backend.power_limit_w()
+    return e2e, _window_metrics(sampler.samples(), n, tdp, with_power)
+
+
 def measure_phase(
     ctx: RunContext,
     step: Callable[[], None],
@@ -221,18 +339,26 @@ def measure_phase(
     keep_trace: bool,
     comm: tuple[str, ...] = ("communication",),
     iters: int | None = None,
+    timed_iters: int | None = None,
+    timed_s: float | None = None,
+    power_window_s: float | None = None,
 ) -> dict[str, list[float]]:
     """This rank's per-iteration numbers for one phase (see the module docstring).
 
-    `iters` overrides the preset's measured iterations (slow FP32 configurations)."""
+    `iters` overrides the preset's profiled iterations, `timed_iters` and `timed_s` the
+    timed pass's least iterations and seconds (slow FP32 configurations, large sweeps),
+    `power_window_s` the preset's power window (0: no power numbers; the timed pass lasts
+    at least that long)."""
+    p = ctx.preset
     iters = iters or ctx.iters
+    window = p.power_window_s if power_window_s is None else power_window_s
     if ctx.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(ctx.device)
-    e2e = []
-    for i in range(iters):
-        ctx.progress(f"{trace_name}: timed iteration {i + 1}/{iters}")
-        ctx.barrier()
-        e2e.append(timed(step, ctx.device))
+    settled = settle(ctx, step, trace_name)
+    least = timed_iters or p.timed_min_iters or iters
+    seconds = max(p.timed_min_s if timed_s is None else timed_s, window)
+    n = timed_iterations(ctx, settled.pop("step_s"), least, seconds)
+    e2e, seen = timed_pass(ctx, step, n, trace_name, with_power=window > 0)
     ctx.barrier()
     with tempfile.TemporaryDirectory() as tmp:
         with profile(
@@ -266,6 +392,8 @@ def measure_phase(
         # E2E of the profiled pass as the device saw it: E2E / this shows whether the
         # timed and the profiled passes ran alike (Eq. 4 mixes the two)
         "profiled_span_ms": (per_iter["span_us"] / 1e3).tolist(),
+        **{k: [v] for k, v in settled.items()},
+        **seen,
     }
     if ctx.device.type == "cuda":
         out["peak_memory_gib"] = [torch.cuda.max_memory_allocated(ctx.device) / GIB]
@@ -288,44 +416,6 @@ POWER_UNITS = {
 }
 
 
-def measure_power(
-    ctx: RunContext, step: Callable[[], None], seconds: float | None = None
-) -> dict[str, list[float]]:
-    """Repeat `step` for `seconds` (default: the preset's power window) under the sampler;
-    this rank's numbers.
-
-    Empty where there is no telemetry (backend 'none') or the window is 0: power then
-    stays out of the records rather than being recorded as zeros.
-    """
-    seconds = ctx.preset.power_window_s if seconds is None else seconds
-    if ctx.power_backend.name == "none" or seconds <= 0:
-        return {}
-    ctx.barrier()
-    iters = 0
-    with power.PowerSampler(ctx.power_backend, ctx.power_interval_s) as sampler:
-        t_end = time.perf_counter() + seconds
-        while time.perf_counter() < t_end:
-            ctx.progress("power window")
-            step()
-            iters += 1
-        synchronize(ctx.device)
-    w = power.window_power(sampler.samples())
-    tdp = ctx.power_backend.power_limit_w()
-    values = {
-        "power_mean_w": w.mean_w,
-        "power_peak_w": w.peak_w,
-        "power_polled_mean_w": w.polled_mean_w,
-        "power_mean_pct_tdp": 100 * w.mean_w / tdp,
-        "power_peak_pct_tdp": 100 * w.peak_w / tdp,
-        "energy_per_iter_j": w.energy_j / iters,
-        "power_resolution_ms": w.resolution_s * 1e3,
-        "energy_resolution_ms": w.energy_resolution_s * 1e3,
-        "power_window_s": w.seconds,
-        "sm_clock_mean_mhz": w.sm_clock_mean_mhz,
-    }
-    return {k: [v] for k, v in values.items()}
-
-
 def _nanmean(values) -> float:
     """Mean ignoring NaN (the overlap fraction of a phase without communication); NaN if all are."""
     x = np.asarray(values, dtype=float)
@@ -333,26 +423,36 @@ def _nanmean(values) -> float:
     return float(x.mean()) if x.size else float("nan")
 
 
-def reduce_ranks(per_rank: dict[str, list[float]]) -> tuple[dict[str, float], list[dict] | None]:
-    """Gather every rank's per-iteration lists; rank 0 gets (metrics, per-rank means).
+def reduce_ranks(
+    per_rank: dict[str, list[float]],
+) -> tuple[dict[str, float], list[dict] | None, list[float]]:
+    """Gather every rank's per-iteration lists; rank 0 gets (metrics, per-rank means, E2E
+    of each timed iteration).
 
-    E2E is the mean over iterations of the slowest rank; kernel times and the overlap
-    fraction are means over iterations and ranks. Other ranks get ({}, None).
+    An iteration's E2E is the slowest rank's; the phase's E2E is the median iteration,
+    with the count of outlying iterations beside it (`e2e_outliers`). Kernel times and
+    the overlap fraction are means over iterations and ranks; `settled` is 1 only where
+    every rank settled. Other ranks get ({}, None, []).
     """
     gathered = gather(per_rank)
     if dist.is_initialized() and dist.get_rank() != 0:
-        return {}, None
+        return {}, None, []
     metrics: dict[str, float] = {}
+    n = min(len(g.get("e2e_ms", [])) for g in gathered)
+    e2e = np.max([g["e2e_ms"][:n] for g in gathered], axis=0) if n else np.array([])
     for key in per_rank:
         if key in MAX_OVER_RANKS:
             metrics[key] = float(np.nanmax(np.concatenate([g[key] for g in gathered])))
+        elif key == "settled":
+            metrics[key] = float(min(g[key][0] for g in gathered))
         elif key == "e2e_ms":
-            n = min(len(g[key]) for g in gathered)
-            metrics[key] = float(np.max([g[key][:n] for g in gathered], axis=0).mean())
+            metrics[key] = float(np.median(e2e))
+            metrics["e2e_outliers"] = float(outliers(e2e.tolist()))
+            metrics["timed_iters"] = float(n)
         else:
             metrics[key] = _nanmean(np.concatenate([g[key] for g in gathered]))
     per_rank_means = [{k: _nanmean(v) for k, v in g.items()} for g in gathered]
-    return metrics, per_rank_means
+    return metrics, per_rank_means, [round(float(t), 4) for t in e2e]
 
 
 def measure_repetition(
@@ -370,43 +470,46 @@ def measure_repetition(
     extra: dict[str, Any] | None = None,
     power_window_s: float | None = None,
     iters: int | None = None,
+    timed_iters: int | None = None,
+    timed_s: float | None = None,
 ) -> dict[str, dict[str, float]]:
-    """One repetition: every phase timed, profiled and (with telemetry) held under the
-    power sampler, in the given order; rank 0 then writes one record a phase. The A/A
-    repeat (modes.SEQUENTIAL_REPEAT) is timed and profiled only, its trace not kept.
-    (Over 60 lines, on purpose: the whole protocol of a repetition, docs/design.md section
-    3, reads top to bottom here; most of the length is its keyword arguments.)
+    """One repetition: every phase settled, timed (under the power sampler where there is
+    telemetry) and profiled, in the given order; rank 0 then writes one record a phase,
+    with the E2E of each timed iteration. The A/A repeat (modes.OVERLAP_REPEAT) keeps no
+    trace. (Over 60 lines, on purpose: the whole protocol of a repetition,
+    docs/design.md section 3, reads top to bottom here; most of the length is its
+    keyword arguments.)
 
     `per_rank_extra(phase)` adds this rank's own lists (a loss) before ranks are reduced;
     `finish(phase, metrics)` adds what follows from the reduced metrics (MFU, bandwidth).
-    `power_window_s` overrides the preset's power window (0: no power for this repetition),
-    `iters` its measured iterations.
+    `power_window_s` overrides the preset's power window (0: no power numbers), `iters`
+    its profiled iterations, `timed_iters` and `timed_s` the timed pass's least
+    iterations and seconds.
     Returns the metrics by phase (empty dicts on ranks other than 0).
     """
     results = {}
     for k, phase in enumerate(phases, 1):
         where = {"rep_k": rep + 1, "rep_n": ctx.reps, "phase_k": k, "phase_n": len(phases)}
         ctx.progress(f"{config_id}: {phase}", **where, phase=phase)
-        step = step_of(phase)
-        # the A/A repeat is a timing check: no trace kept, no power window (its cost)
-        check = phase == SEQUENTIAL_REPEAT
         per_rank = measure_phase(
             ctx,
-            step,
+            step_of(phase),
             trace_name=f"{config_id}-{phase}",
-            keep_trace=rep == 0 and not check,
+            keep_trace=rep == 0 and phase != OVERLAP_REPEAT,
             comm=comm,
             iters=iters,
+            timed_iters=timed_iters,
+            timed_s=timed_s,
+            power_window_s=power_window_s,
         )
         if per_rank_extra is not None:
             per_rank |= per_rank_extra(phase)
-        per_rank |= measure_power(ctx, step, 0.0 if check else power_window_s)
-        m, per_rank_means = reduce_ranks(per_rank)
+        m, per_rank_means, e2e = reduce_ranks(per_rank)
         if ctx.is_writer and finish is not None:
             m = finish(phase, m)
-        results[phase] = (m, per_rank_means)
+        results[phase] = (m, per_rank_means, e2e)
     if ctx.is_writer:
-        for phase, (m, per_rank_means) in results.items():
+        for k, (phase, (m, per_rank_means, e2e)) in enumerate(results.items()):
             ctx.store.write_record(
                 figure=ctx.figure,
                 config_id=config_id,
@@ -416,6 +519,12 @@ def measure_repetition(
                 metrics=m,
                 units=units,
                 provenance=ctx.provenance,
-                extra={"per_rank": per_rank_means, **(extra or {})},
+                extra={
+                    "per_rank": per_rank_means,
+                    "e2e_iterations_ms": e2e,
+                    "phase_position": k,  # its place in this repetition's order (0: first)
+                    "phase_order": list(phases),
+                    **(extra or {}),
+                },
             )
-    return {phase: m for phase, (m, _) in results.items()}
+    return {phase: m for phase, (m, _, _) in results.items()}

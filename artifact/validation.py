@@ -4,11 +4,14 @@ writes into verdicts.csv beside the paper's items (docs/design.md section 3):
 V1, per configuration: the sequential baseline's compute equals compute with no
 communication at all (`v1_baseline_gap`'s CI meets +-V1_MARGIN).
 
-V2 (delay injection): reads the v2 experiment's rows (one configuration a delay,
+V2 (delay injection): reads the v2 experiment's rows (one configuration per delay,
 artifact.experiments.v2) and tests the predictions across delays. Slopes are
 least-squares fits over every repetition's (injected delay, E2E) pair
-(scipy.stats.linregress), with a 95% CI from the t distribution; a slope whose CI is
-wider than +-SLOPE_TOLERANCE * 2.5 is inconclusive.
+(scipy.stats.linregress), with a 95% CI from the t distribution.
+
+Both are judged by the one equivalence rule (verdicts.equivalence) that the negative
+controls also use: holds where the whole CI lies inside the band, fails where it lies
+wholly outside, inconclusive otherwise.
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ import pandas as pd
 from scipy import stats
 
 from artifact.aggregate import v2_delays
-from artifact.verdicts import MIN_REPETITIONS, as_sentence
+from artifact.verdicts import as_sentence, equivalence
 
 # V1 is an equivalence check: it holds where the gap's whole CI lies within +-1 % (smaller
 # gaps are below what the paper's 25-run averages resolve, and a strict "contains 0"
 # would fail gaps of 0.1 % with tight CIs), fails where the whole CI lies outside, and is
 # inconclusive where the CI crosses the margin: a wide interval is no evidence of a match
 V1_MARGIN = 0.01
-SLOPE_TOLERANCE = 0.10  # a slope "is 1" when its CI meets [0.9, 1.1]
+SLOPE_TOLERANCE = 0.10  # a slope "is 1" when its CI lies within [0.9, 1.1]
 CHAIN_TOLERANCE = 0.10  # overlapped E2E within 10 % of the longer chain alone
 
 
@@ -50,11 +53,11 @@ def _slope_check(name: str, points: list[tuple[float, float]], what: str) -> Che
     fit = stats.linregress(x, y)
     half = stats.t.ppf(0.975, len(x) - 2) * fit.stderr
     slope, lo, hi = float(fit.slope), float(fit.slope - half), float(fit.slope + half)
-    if half > 2.5 * SLOPE_TOLERANCE:
-        passed, verdict = None, "inconclusive (CI too wide)"
-    else:
-        passed = lo <= 1 + SLOPE_TOLERANCE and hi >= 1 - SLOPE_TOLERANCE
-        verdict = "as predicted" if passed else "NOT as predicted"
+    # the points are pairs of every repetition; the rule's n is the points
+    outcome, why = equivalence(lo, hi, len(x), (1 - SLOPE_TOLERANCE, 1 + SLOPE_TOLERANCE))
+    passed = {"holds": True, "fails": False}.get(outcome)
+    verdict = {"holds": "as predicted", "fails": "NOT as predicted"}.get(outcome, "inconclusive")
+    verdict += f" ({why})"
     return Check(
         name,
         slope,
@@ -143,11 +146,11 @@ def _check_row(figure: str, item: str, verdict: str, reason: str, **numbers) -> 
 
 
 def v1_verdicts(summary: pd.DataFrame) -> list[dict]:
-    """One V1 row a configuration that measured both baselines."""
+    """One V1 row per configuration that measured both baselines."""
     rows = summary[(summary["mode"] == "derived") & (summary["metric"] == "v1_baseline_gap")]
     out = []
     for r in rows.itertuples():
-        verdict, how = _v1_verdict(r.ci_low, r.ci_high, r.n)
+        verdict, how = equivalence(r.ci_low, r.ci_high, int(r.n), (-V1_MARGIN, V1_MARGIN))
         out.append(
             _check_row(
                 r.figure,
@@ -164,21 +167,6 @@ def v1_verdicts(summary: pd.DataFrame) -> list[dict]:
             )
         )
     return out
-
-
-def _v1_verdict(low: float, high: float, n: int) -> tuple[str, str]:
-    """(verdict, why) of one gap's CI against +-V1_MARGIN."""
-    margin = f"+-{100 * V1_MARGIN:g} %"
-    if n < MIN_REPETITIONS:
-        return (
-            "inconclusive",
-            f"too few repetitions to check (n = {n}; a check needs {MIN_REPETITIONS})",
-        )
-    if -V1_MARGIN <= low <= high <= V1_MARGIN:
-        return "holds", f"within {margin}"
-    if high < -V1_MARGIN or low > V1_MARGIN:
-        return "fails", f"outside {margin}"
-    return "inconclusive", f"the CI reaches across the edge of {margin}: neither inside nor outside"
 
 
 def v2_verdicts(summary: pd.DataFrame, configs: dict[str, dict], records: list[dict]) -> list[dict]:

@@ -3,6 +3,7 @@ only reads it; docs/design.md section 5)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -13,7 +14,11 @@ VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not applicable", "n
 # the artifact's own validation checks (V1, V2; item_type "check") hold or fail; they are
 # not claims of the paper and never count as reproduced
 CHECK_VERDICTS = ("holds", "fails", "inconclusive", "not applicable", "not run")
-KINDS = ("number", "claim", "check")
+# item_type: the paper's numbers and claims (expected/*.yaml); the artifact's checks (V1,
+# V2); the negative controls (artifact/controls.py), judged as checks; and proxy evidence,
+# the paper's items judged on one-GPU proxies, shown apart and never in the paper's tally
+KINDS = ("number", "claim", "check", "control", "proxy")
+PAPER_KINDS = ("number", "claim")
 # Fewer repetitions than this and a number or a check is not judged either way
 # (docs/measurement.md, "Statistics"): at n = 3 even an honest interval is too wide to
 # tell much, and the bootstrap intervals this replaced covered the truth only 73 % of the time.
@@ -51,19 +56,47 @@ def as_sentence(text: str) -> str:
 
 
 def paper_items(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """The rows that judge the paper's numbers and claims (not the artifact's checks)."""
-    return verdicts[verdicts["item_type"] != "check"]
+    """The rows that judge the paper's numbers and claims: not the artifact's checks, its
+    negative controls, or proxy evidence."""
+    return verdicts[verdicts["item_type"].isin(PAPER_KINDS)]
+
+
+def of_type(verdicts: pd.DataFrame, item_type: str) -> pd.DataFrame:
+    return verdicts[verdicts["item_type"] == item_type]
 
 
 def tally(verdicts: pd.DataFrame) -> str:
-    """One line of counts: the paper's items, then the artifact's checks (compare and the report)."""
-    items = paper_items(verdicts)
-    paper = items["verdict"].value_counts()
+    """One line of counts: the paper's items, then the controls, the artifact's checks and
+    the proxy evidence where there are any (compare and the report)."""
+    paper = paper_items(verdicts)["verdict"].value_counts()
     line = "paper: " + ", ".join(f"{v} {paper.get(v, 0)}" for v in VERDICTS)
-    checks = verdicts.drop(items.index)["verdict"].value_counts()
-    if not checks.empty:
-        line += "; checks (V1, V2): " + ", ".join(f"{v} {checks.get(v, 0)}" for v in CHECK_VERDICTS)
+    for item_type, label, values in (
+        ("control", "negative controls", CHECK_VERDICTS),
+        ("check", "checks (V1, V2)", CHECK_VERDICTS),
+        ("proxy", "proxy evidence (not counted)", VERDICTS),
+    ):
+        counts = of_type(verdicts, item_type)["verdict"].value_counts()
+        if not counts.empty:
+            line += f"; {label}: " + ", ".join(f"{v} {counts.get(v, 0)}" for v in values)
     return line
+
+
+def equivalence(low: float, high: float, n: int, edges: tuple[float, float]) -> tuple[str, str]:
+    """The one equivalence rule of the checks and controls (V1, V2's slopes, the negative
+    controls): (verdict, why) of a 95 % CI against the band `edges`. It holds where the
+    whole CI lies inside the band, fails where it lies wholly outside, and is
+    inconclusive where it reaches across an edge, or with fewer than MIN_REPETITIONS
+    repetitions: a wide interval is no evidence of a match."""
+    band = f"[{edges[0]:+.4g}, {edges[1]:+.4g}]"
+    if n < MIN_REPETITIONS:
+        return "inconclusive", f"too few repetitions to check (n = {n}; a check needs {MIN_REPETITIONS})"
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "inconclusive", "no confidence interval"
+    if edges[0] <= low <= high <= edges[1]:
+        return "holds", f"the CI lies within {band}"
+    if high < edges[0] or low > edges[1]:
+        return "fails", f"the CI lies outside {band}"
+    return "inconclusive", f"the CI reaches across an edge of {band}: neither inside nor outside"
 
 
 def load_verdicts(out: Path) -> pd.DataFrame:

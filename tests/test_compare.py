@@ -206,7 +206,7 @@ def test_not_reproduced_says_why(tmp_path, expected_dir):
     assert v.loc["all_positive", "verdict"] == "not reproduced"
     assert "At or below 0 in 1 of 3 configuration(s): a_fsdp" in v.loc["all_positive", "reason"]
     assert v.loc["fsdp_more", "verdict"] == "not reproduced"
-    assert v.loc["fsdp_more", "reason"].endswith("the other way round.")
+    assert "the other way round." in v.loc["fsdp_more", "reason"]
     assert v.loc["grows_with_size", "verdict"] == "not reproduced"
 
 
@@ -239,7 +239,7 @@ def test_claims_whose_cis_reach_across_are_inconclusive(tmp_path, expected_dir):
 )
 def test_metric_greater_reads_both_cis(tmp_path, expected_dir, overlap, compute_only, verdict):
     def power(metric, mean, lo, hi):
-        return _row("p", "proxy-copy", mean, lo, hi, metric=metric, mode="trace", figure="fig7")
+        return _row("p", "allreduce", mean, lo, hi, metric=metric, mode="trace", figure="fig7")
 
     rows = [
         power("power_overlap_pct_tdp", *overlap),
@@ -363,7 +363,7 @@ def test_one_gpu_run_judges_no_overlap_item(tmp_path, expected_dir):
     v = compare(_folder(tmp_path, rows, configs, comm_ms=0.0), expected_dir).set_index("item")
     for item in ("slowdown_mean", "all_positive", "fsdp_more", "grows_with_size"):
         assert v.loc[item, "verdict"] == "not applicable", item
-        assert v.loc[item, "reason"].startswith("No communication ran beside compute")
+        assert v.loc[item, "reason"].startswith("No collective between GPUs ran beside compute")
     assert v.loc["capped", "verdict"] == "reproduced"  # e2e under a cap needs no overlap
 
 

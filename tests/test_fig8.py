@@ -9,7 +9,7 @@ import pytest
 from artifact.aggregate import COLUMNS
 
 CONFIG = "matmul-256_fp32_allreduce_4MiB_w2"
-PHASES = ("nocomm", "comm_alone", "sequential", "sequential_repeat", "overlap")
+PHASES = ("nocomm", "comm_alone", "sequential", "overlap", "overlap_repeat")
 TRACED = ("nocomm", "comm_alone", "sequential", "overlap")  # the A/A repeat keeps no trace
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from artifact import metrics, noise
 from artifact.compare import compare
-from artifact.modes import SEQUENTIAL_REPEAT, Mode, mode_of, rotated, with_repeat
+from artifact.experiments.training import phase_order
+from artifact.modes import OVERLAP_REPEAT, Mode, balanced_order, mode_of, with_repeat
 from tests.conftest import run_cli
 from tests.test_compare import _folder, _row
 
@@ -21,15 +22,15 @@ NO_KERNEL = {"mean": 0.034, "ci_low": 0.011, "ci_high": 0.056}
 FLOOR = {"mean": 0.008, "ci_low": -0.009, "ci_high": 0.025}
 
 
-def test_the_repeat_is_the_sequential_mode_right_after_sequential():
-    assert mode_of(SEQUENTIAL_REPEAT) is Mode.SEQUENTIAL and mode_of("nocomm") is Mode.NOCOMM
+def test_the_repeat_is_the_overlap_mode_in_the_balanced_order():
+    assert mode_of(OVERLAP_REPEAT) is Mode.OVERLAP and mode_of("nocomm") is Mode.NOCOMM
     with pytest.raises(ValueError):
         mode_of("sequential_again")
     phases = with_repeat(("nocomm", "comm_alone", "sequential", "overlap"))
-    assert phases == ("nocomm", "comm_alone", "sequential", SEQUENTIAL_REPEAT, "overlap")
-    # every phase runs first once in len(phases) repetitions
-    assert {rotated(phases, rep)[0] for rep in range(5)} == set(phases)
-    assert rotated(phases, 7) == rotated(phases, 2)
+    assert phases == ("nocomm", "comm_alone", "sequential", "overlap", OVERLAP_REPEAT)
+    # every phase runs first once in each cycle of the design (2 x 5 rows: odd)
+    assert sorted(balanced_order(phases, rep)[0] for rep in range(10)) == sorted(phases * 2)
+    assert balanced_order(phases, 12) == balanced_order(phases, 2)
 
 
 def test_threshold_is_the_far_end_of_the_floors_interval():
@@ -45,7 +46,7 @@ def test_a_slowdown_well_above_the_floor_clears_it():
     assert j.cleared is True and j.limit == pytest.approx(0.025)
     assert j.reason == (
         "Eq. 1 is 29.6 % [28 %, 31 %]: it clears the noise floor (A/A: two identical "
-        "sequential passes of a repetition differ by up to 2.5 %; floor 0.8 % [-0.9 %, 2.5 %])."
+        "overlap passes of a repetition differ by up to 2.5 %; floor 0.8 % [-0.9 %, 2.5 %])."
     )
     # a clear speed-up clears it on the other side
     assert noise.judge({"mean": -0.05, "ci_low": -0.06, "ci_high": -0.04}, FLOOR).cleared
@@ -81,27 +82,43 @@ def _fig8_rows(floor_onerank, floor_sum):
     return rows
 
 
+CONFIGS = {"onerank": {"world_size": 1, "note": "proxy: NCCL's one-rank kernel"},
+           "sum": {"world_size": 4}}  # fmt: skip
+
+
+def _claim(out):
+    """The shipped claim's paper row, and its proxy evidence by configuration."""
+    v = compare(out)
+    rows = v[v["item"] == "matmul_slower_beside_allreduce"]
+    proxy = rows[rows["item_type"] == "proxy"].set_index("config_id")
+    return rows[rows["item_type"] == "claim"].iloc[0], proxy
+
+
 def test_compare_a_slowdown_claim_within_the_floor_is_inconclusive(tmp_path):
-    """The shipped claim 'a matmul runs slower beside a 1 GB all-reduce': every CI is
-    above 0 (reproduced without the floor), but the SUM all-reduce's is not above its floor."""
-    out = _folder(tmp_path, _fig8_rows(FLOOR, FLOOR), {"onerank": {}, "sum": {}})
-    v = compare(out).set_index("item").loc["matmul_slower_beside_allreduce"]
+    """The shipped claim 'a matmul runs slower beside a 1 GB all-reduce': the all-reduce's
+    CI is above 0 (reproduced without the floor), but not above its floor. The one-GPU
+    proxy is judged apart, on its own rows, and never in the paper's row."""
+    out = _folder(tmp_path, _fig8_rows(FLOOR, FLOOR), CONFIGS)
+    v, proxy = _claim(out)
     assert v["verdict"] == "inconclusive"
     assert v["reason"].startswith(
-        "Within the noise floor (A/A check) in 1 of 2 configuration(s): sum: Eq. 1 3.4 % "
-        "[1.1 %, 5.6 %], while two identical sequential passes differ by up to 2.5 %. "
-        "The CI is above 0 in all 2 configuration(s) (rows include one-GPU proxies)"
+        "Within the noise floor (A/A check) in 1 of 1 configuration(s): sum: Eq. 1 3.4 % "
+        "[1.1 %, 5.6 %], while two identical overlap passes differ by up to 2.5 %. "
+        "The CI is above 0 in all 1 configuration(s)"
     )
+    assert (v["mean"], v["ci_low"], v["ci_high"]) == (0.034, 0.011, 0.056)  # sum's own CI
+    assert list(proxy.index) == ["onerank"] and proxy.loc["onerank", "verdict"] == "reproduced"
+    assert "Proxy evidence, not counted: proxy: NCCL's one-rank kernel" in proxy.loc["onerank", "reason"]
 
 
 def test_compare_a_slowdown_claim_that_clears_the_floor_is_reproduced(tmp_path):
     quiet = {"mean": 0.001, "ci_low": -0.004, "ci_high": 0.006}  # up to 0.6 %
-    out = _folder(tmp_path, _fig8_rows(FLOOR, quiet), {"onerank": {}, "sum": {}})
-    v = compare(out).set_index("item").loc["matmul_slower_beside_allreduce"]
+    out = _folder(tmp_path, _fig8_rows(FLOOR, quiet), CONFIGS)
+    v, _ = _claim(out)
     assert v["verdict"] == "reproduced"
     assert v["reason"] == (
-        "The CI is above 0 in all 2 configuration(s). Every slowdown clears its noise floor "
-        "(the A/A check of two sequential passes). (rows include one-GPU proxies)"
+        "The CI is above 0 in all 1 configuration(s). Every slowdown clears its noise floor "
+        "(the A/A check of two overlap passes). No negative control was measured for sum."
     )
 
 
@@ -132,24 +149,25 @@ def fsdp_run(tmp_path_factory):
 CONFIG = "gpt-tiny_fsdp_fp32_mb2_w2"
 
 
-def test_records_hold_the_repeat_right_after_sequential(fsdp_run):
-    """DeepSpeed ZeRO-3 over 2 gloo processes: every repetition measures the repeat, right
-    after sequential in the rotated order, without a kept trace."""
+def test_records_hold_the_repeat_and_the_controls_in_the_balanced_order(fsdp_run):
+    """DeepSpeed ZeRO-3 over 2 gloo processes: every repetition measures the repeat and,
+    since two ranks move data, the zero-byte controls, in its row of the Williams design;
+    the repeat keeps no trace."""
     recs = [json.loads(p.read_text()) for p in fsdp_run.glob(f"records/fig4/{CONFIG}/*/rep-*.json")]
     by_rep = {}
-    for r in sorted(recs, key=lambda r: r["provenance"]["timestamp"]):  # written in phase order
+    for r in sorted(recs, key=lambda r: (r["rep"], r["phase_position"])):
         by_rep.setdefault(r["rep"], []).append(r["mode"])
-    assert by_rep == {
-        0: ["overlap", "sequential", SEQUENTIAL_REPEAT, "nocomm"],
-        1: ["sequential", SEQUENTIAL_REPEAT, "nocomm", "overlap"],
-    }
-    repeat = [r for r in recs if r["mode"] == SEQUENTIAL_REPEAT]
+    assert by_rep == {rep: list(phase_order(rep, world_size=2)) for rep in (0, 1)}
+    assert set(by_rep[0]) == {"overlap", "sequential", "nocomm", OVERLAP_REPEAT,
+                              "overlap_control", "sequential_control"}  # fmt: skip
+    repeat = [r for r in recs if r["mode"] == OVERLAP_REPEAT]
     assert all(r["metrics"]["compute_ms"] > 0 for r in repeat)
     assert all(r["metrics"]["communication_ms"] > 0 for r in repeat)  # it issues collectives
-    assert all(r["metrics"]["overlap_fraction"] < 0.01 for r in repeat)  # sequentially
+    sequential = [r for r in recs if r["mode"] in ("sequential", "sequential_control")]
+    assert all(r["metrics"]["overlap_fraction"] < 0.01 for r in sequential)
     traces = {p.name for p in (fsdp_run / "traces" / "fig4").iterdir()}
     assert f"{CONFIG}-sequential-rank0.json" in traces
-    assert not any(SEQUENTIAL_REPEAT in t for t in traces)
+    assert not any(OVERLAP_REPEAT in t for t in traces)
 
 
 def test_summary_holds_the_floor_with_a_paired_interval(fsdp_run):
@@ -159,10 +177,10 @@ def test_summary_holds_the_floor_with_a_paired_interval(fsdp_run):
     assert floor["kind"] == "derived" and floor["unit"] == "ratio" and floor["n"] == 2
     assert floor["ci_method"] == "paired student-t (delta method)"
     assert floor["ci_low"] <= floor["mean"] <= floor["ci_high"]
-    # Eq. 1 with the repeat in the overlap role, on the means of the two passes
-    repeat = rows.loc[(SEQUENTIAL_REPEAT, "compute_ms"), "mean"]
-    sequential = rows.loc[("sequential", "compute_ms"), "mean"]
-    assert floor["mean"] == pytest.approx(metrics.slowdown(repeat, sequential))
+    # Eq. 1 between the repeat and overlap, on the means of the two passes
+    repeat = rows.loc[(OVERLAP_REPEAT, "compute_ms"), "mean"]
+    overlap = rows.loc[("overlap", "compute_ms"), "mean"]
+    assert floor["mean"] == pytest.approx(metrics.slowdown(repeat, overlap))
     # paired: the same interval describe_derived gives on the records' per-repetition pairs
     recs = [json.loads(p.read_text()) for p in fsdp_run.glob(f"records/fig4/{CONFIG}/*/rep-*.json")]
     per_rep = {
@@ -171,11 +189,9 @@ def test_summary_holds_the_floor_with_a_paired_interval(fsdp_run):
             for r in sorted(recs, key=lambda r: r["rep"])
             if r["mode"] == m
         ]
-        for m in (SEQUENTIAL_REPEAT, "sequential")
+        for m in (OVERLAP_REPEAT, "overlap")
     }
-    paired = metrics.describe_derived(
-        metrics.slowdown, per_rep[SEQUENTIAL_REPEAT], per_rep["sequential"]
-    )
+    paired = metrics.describe_derived(metrics.slowdown, per_rep[OVERLAP_REPEAT], per_rep["overlap"])
     assert (floor["ci_low"], floor["ci_high"]) == pytest.approx((paired.ci_low, paired.ci_high))
     # beside the figure's Eq. 1
     assert ("derived", "slowdown") in rows.index

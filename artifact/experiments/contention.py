@@ -124,6 +124,7 @@ def run(ctx: RunContext) -> None:
         configs(ctx),
         max_repeats=sweep.max_repeats,
         iters=sweep.iters,  # the grid is large: fewer iterations a pass than the preset's
+        timed_s=0.0,  # and no time floor beyond the power window
         # power is slow to measure (100 ms NVML refresh): held at one size only
         power_window_of=lambda config: (
             sweep.power_window_s if config["comm_bytes"] == sweep.power_at_bytes else 0.0

@@ -4,7 +4,8 @@ Reported per configuration: matmul kernel slowdown under overlap (Eq. 1), commun
 slowdown, all-reduce algbw and busbw (nccl-tests: busbw = algbw * 2(n-1)/n), E2E for
 overlap and sequential, the derived ideal (Eq. 4) and ConCCL's max-ideal, the sequential
 penalty, V1 (sequential compute vs compute alone), and Eq. 1's noise floor (the A/A
-repeat of the sequential phase; fig6, which reports power only, runs no repeat).
+repeat of the overlap phase; fig6, which reports power only, runs no repeat). Where the
+all-reduce moves data between GPUs, the zero-byte controls run beside the modes.
 
 With one GPU the all-reduce moves no data, so the experiment also runs two labelled
 proxies (artifact.workloads.microbench): NCCL's one-rank reduction kernel (an AVG
@@ -22,7 +23,7 @@ from typing import Any
 from artifact import metrics as eq
 from artifact.config import Preset
 from artifact.figures import spec_of
-from artifact.modes import SEQUENTIAL_REPEAT, rotated, with_repeat
+from artifact.modes import OVERLAP_REPEAT, balanced_order, with_controls, with_repeat
 from artifact.options import RunOptions
 from artifact.precision import dtype_of
 from artifact.runner import (
@@ -45,8 +46,8 @@ ONE_GPU_NOTES = {
     "onerank-avg": "proxy: NCCL's one-rank AVG all-reduce kernel (reads and writes the buffer on SMs) stands in for the all-reduce (one GPU)",
     "copy": "proxy: a device-to-device copy of the same size (copy engine) stands in for the all-reduce (one GPU)",
 }
-# the A/A repeat runs the microbenchmark's own sequential phase again
-BENCH_PHASE = {SEQUENTIAL_REPEAT: "sequential"}
+# the A/A repeat runs the microbenchmark's own overlap phase again
+BENCH_PHASE = {OVERLAP_REPEAT: "overlap"}
 PARALLELISM = {"allreduce": "allreduce", "onerank-avg": "proxy-nccl-onerank", "copy": "proxy-copy"}
 
 UNITS = {
@@ -148,6 +149,7 @@ def run_configs(
     max_repeats: int = 4096,
     power_window_of: Callable[[dict[str, Any]], float] | None = None,
     iters: int | None = None,
+    timed_s: float | None = None,
     numbered: tuple[int, int] | None = None,
 ) -> None:
     """Measure every phase of every configuration, skipping repetitions already on disk.
@@ -155,12 +157,22 @@ def run_configs(
     `repeats` fixes the collective's count (default: calibrated to span the compute, at
     most `max_repeats`); `power_window_of(config)` gives a configuration's power window in
     seconds (default: the preset's); `iters` the measured iterations a pass (default: the
+    preset's, for the timed pass too) and `timed_s` its least seconds (default: the
     preset's); `numbered` this list's place in the figure's configurations
-    (runner.pending). The A/A repeat of the sequential phase runs where the figure derives
+    (runner.pending). The A/A repeat of the overlap phase runs where the figure derives
     the noise floor (FigureSpec.runs_noise_floor).
     """
-    phases = with_repeat(PHASES) if spec_of(ctx.figure).runs_noise_floor else PHASES
-    for (config_id, config, spec), todo in pending(ctx, todo_configs, phases, numbered):
+    base = with_repeat(PHASES) if spec_of(ctx.figure).runs_noise_floor else PHASES
+
+    def phases_of(point: ConfigPoint) -> tuple[str, ...]:
+        # the controls: only an all-reduce between GPUs moves data a claim is judged on
+        # (a one-GPU proxy's control is the all-reduce row, which moves nothing)
+        between_gpus = point.spec.comm == "allreduce" and ctx.world_size > 1
+        return with_controls(base) if between_gpus else base
+
+    for point, todo in pending(ctx, todo_configs, phases_of, numbered):
+        config_id, config, spec = point
+        phases = phases_of(point)
         bench = Microbench(spec, ctx.device, seed=ctx.rank)
         count = bench.calibrate(ctx.warmup, repeats=repeats, max_repeats=max_repeats)
         config = {**config, "comm_repeats": count}
@@ -173,7 +185,7 @@ def run_configs(
                 config_id=config_id,
                 config=config,
                 rep=rep,
-                phases=rotated(phases, rep),
+                phases=balanced_order(phases, rep),
                 step_of=lambda phase, bench=bench: functools.partial(
                     bench.run_phase, BENCH_PHASE.get(phase, phase)
                 ),
@@ -185,6 +197,8 @@ def run_configs(
                 extra={"power": _power_info(ctx)},
                 power_window_s=power_window_of(config) if power_window_of else None,
                 iters=iters,
+                timed_iters=iters,
+                timed_s=timed_s,
             )
             log_repetition(ctx, config_id, rep, results)
         bench.close()

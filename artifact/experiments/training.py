@@ -1,11 +1,12 @@
 """The training-step measurement shared by the model figures (4, 5, 10, 11).
 
 A configuration (model, parallelism, batch, precision) builds one trainer (a DeepSpeed
-ZeRO-3 engine, or a Megatron-core pipeline); every repetition runs the three modes and
-the A/A repeat of `sequential` (the noise floor) in a rotating order on it, each timed,
-profiled and, with telemetry, held under the power sampler (the repeat is not). A
-trainer provides step(mode) -> loss, params, model_flops_per_step(world) and close()
-(frees its memory before the next configuration is built).
+ZeRO-3 engine, or a Megatron-core pipeline); every repetition runs the three modes, the
+A/A repeat of `overlap` (the noise floor) and, where collectives move data (world size
+above 1), the two zero-byte controls, in the order of a balanced (Williams) design on
+it, each settled, timed under the power sampler and profiled. A trainer provides
+step(phase) -> loss, params, model_flops_per_step(world) and close() (frees its memory
+before the next configuration is built).
 
 Before a configuration is built, the device is asked whether it can run it
 (artifact.capability: the precision, and the estimated memory against the free
@@ -26,7 +27,7 @@ import torch
 from artifact import capability, memory
 from artifact.config import ModelConfig, get_model
 from artifact.measure.peak import peak_matmul_tflops
-from artifact.modes import Mode, mode_of, rotated, with_repeat
+from artifact.modes import Mode, balanced_order, with_controls, with_repeat
 from artifact.runner import (
     BASE_UNITS,
     POWER_UNITS,
@@ -43,14 +44,21 @@ from artifact.runner import (
 log = logging.getLogger(__name__)
 
 MODES = (Mode.OVERLAP, Mode.SEQUENTIAL, Mode.NOCOMM)
-# what a repetition measures: the modes and the A/A repeat of sequential (noise floor)
+# what a repetition measures: the modes and the A/A repeat of overlap (noise floor)
 PHASES = with_repeat(tuple(m.value for m in MODES))
 CPU_NOTE = "CPU (gloo): a functional check, not a measurement of GPU contention"
 UNITS = {**BASE_UNITS, **POWER_UNITS, "mfu": "ratio", "loss": "nats", "tflops_per_gpu": "TFLOP/s"}
 
 
-def phase_order(rep: int) -> tuple[str, ...]:
-    return rotated(PHASES, rep)
+def phases_of(world_size: int) -> tuple[str, ...]:
+    """A repetition's phases: with several ranks the collectives move data, and the
+    zero-byte controls run beside the modes; with one, overlap and sequential move
+    nothing and are their own controls."""
+    return with_controls(PHASES) if world_size > 1 else PHASES
+
+
+def phase_order(rep: int, world_size: int = 1) -> tuple[str, ...]:
+    return balanced_order(phases_of(world_size), rep)
 
 
 def recompute_as_asked(ctx: RunContext, spec):
@@ -131,7 +139,8 @@ def run_configs(
     """Measure every mode of every configuration, skipping repetitions already on disk
     and configurations the device cannot run (recorded with their reason). `numbered`:
     this list's place in the figure's configurations (runner.pending)."""
-    for (config_id, config, spec), todo in pending(ctx, configs, PHASES, numbered):
+    phases = phases_of(ctx.world_size)
+    for (config_id, config, spec), todo in pending(ctx, configs, phases, numbered):
         reason, needed = cannot_run(ctx, spec)
         if reason:
             _not_run(ctx, config_id, reason)
@@ -174,21 +183,24 @@ def _measure(
         config = {**config, "params": trainer.params, "peak_tflops_per_gpu": peak}
         # FP32 steps are several times slower than half-precision ones; the preset may
         # measure fewer of them (the record says how many)
-        iters = ctx.preset.fp32_iters if spec.precision in ("fp32", "tf32") else None
+        slow = spec.precision in ("fp32", "tf32")
+        iters = ctx.preset.fp32_iters if slow else None
+        timed_iters = ctx.preset.fp32_timed_iters if slow else None
         config["iters_per_rep"] = iters or ctx.iters
-        for mode in MODES:  # warm-up, discarded
-            for _ in range(ctx.warmup):
-                ctx.progress(f"{config_id}: warm-up ({mode.value})")
-                trainer.step(mode)
-        losses: dict[str, list] = {p: [] for p in PHASES}  # this repetition's, by phase
+        for mode in MODES:  # the framework's first steps (allocations, buckets), discarded
+            ctx.progress(f"{config_id}: warm-up ({mode.value})")
+            trainer.step(mode.value)
+        phases = phases_of(ctx.world_size)
+        losses: dict[str, list] = {p: [] for p in phases}  # this repetition's, by phase
 
         def step_of(phase):
-            return lambda: losses[phase].append(trainer.step(mode_of(phase)))
+            return lambda: losses[phase].append(trainer.step(phase))
 
         def loss_of(phase):
-            # only ranks that compute the loss have one (a pipeline's last stage)
+            # only ranks that compute the loss have one (a pipeline's last stage); the
+            # timed pass's last losses (the settling and timed steps come first)
             n = config["iters_per_rep"]
-            return {"loss": [float(x) for x in losses[phase][:n] if x is not None]}
+            return {"loss": [float(x) for x in losses[phase][-n:] if x is not None]}
 
         def with_mfu(phase, m):
             tflops = flops / (m["e2e_ms"] * 1e-3) / ctx.world_size / 1e12
@@ -203,12 +215,13 @@ def _measure(
                 config_id=config_id,
                 config=config,
                 rep=rep,
-                phases=phase_order(rep),
+                phases=phase_order(rep, ctx.world_size),
                 step_of=step_of,
                 units=UNITS,
                 per_rank_extra=loss_of,
                 finish=with_mfu,
                 iters=iters,
+                timed_iters=timed_iters,
             )
             log_repetition(ctx, config_id, rep, results)
     finally:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from artifact.modes import Mode, collectives_in, install_collective_modes
+from artifact.modes import collectives_for, install_collective_modes
 from artifact.precision import dtype_of, matmul_precision
 from artifact.workloads.fsdp_deepspeed import CLIP_NORM, INITIAL_SCALE_POWER, FsdpSpec
 from artifact.workloads.models import DecoderLM, lm_loss, synthetic_batch
@@ -90,7 +90,7 @@ def build(spec: FsdpSpec, device: torch.device, on_meta: bool) -> DecoderLM:
 
 
 class Fsdp2Trainer:
-    """FSDP2 on one rank; `step(mode)` runs one training step (the FsdpTrainer interface)."""
+    """FSDP2 on one rank; `step(phase)` runs one training step (the FsdpTrainer interface)."""
 
     def __init__(
         self,
@@ -119,8 +119,8 @@ class Fsdp2Trainer:
     def _local_grads(self) -> list[torch.Tensor]:
         return [p.grad.to_local() for p in self.model.parameters() if p.grad is not None]
 
-    def step(self, mode: Mode) -> torch.Tensor:
-        with collectives_in(mode, self.device), matmul_precision(self.spec.precision):
+    def step(self, phase: str) -> torch.Tensor:
+        with collectives_for(phase, self.device), matmul_precision(self.spec.precision):
             loss = lm_loss(self.model(self.tokens), self.tokens)
             (self.scaler.scale(loss) if self.scaler else loss).backward()
             if self.scaler:

@@ -19,7 +19,7 @@ import torch
 
 from artifact.config import ModelConfig
 from artifact.errors import bad_choice
-from artifact.modes import Mode, collectives_in, install_collective_modes
+from artifact.modes import collectives_for, install_collective_modes
 from artifact.precision import matmul_precision
 from artifact.workloads import FSDP_IMPLS
 from artifact.workloads.models import Block, DecoderLM, lm_loss, synthetic_batch
@@ -87,7 +87,7 @@ def deepspeed_config(spec: FsdpSpec) -> dict:
 
 
 class FsdpTrainer:
-    """A DeepSpeed ZeRO-3 engine on one rank; `step(mode)` runs one training step."""
+    """A DeepSpeed ZeRO-3 engine on one rank; `step(phase)` runs one training step."""
 
     def __init__(self, spec: FsdpSpec, device: torch.device, rank: int, lr: float = 1e-3):
         install_collective_modes()  # before DeepSpeed keeps references to the collectives
@@ -110,8 +110,8 @@ class FsdpTrainer:
         self.tokens = synthetic_batch(spec.model, spec.micro_batch, device, seed=rank)
         self.losses: list[float] = []
 
-    def step(self, mode: Mode) -> torch.Tensor:
-        with collectives_in(mode, self.device), matmul_precision(self.spec.precision):
+    def step(self, phase: str) -> torch.Tensor:
+        with collectives_for(phase, self.device), matmul_precision(self.spec.precision):
             loss = lm_loss(self.engine(self.tokens), self.tokens)
             self.engine.backward(loss)
             self.engine.step()

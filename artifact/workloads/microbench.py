@@ -3,8 +3,11 @@
 Phases of one iteration (all ranks run the same phase at the same time):
     nocomm      the matmuls alone (compute in isolation)
     comm_alone  the collectives alone
-    sequential  the collectives, each drained, then the matmuls (artifact.modes)
+    sequential  the collectives, each ordered before the matmuls by stream order (artifact.modes)
     overlap     the collectives on their stream while the matmuls run on theirs
+and, where the collective moves data, the zero-byte controls `overlap_control` and
+`sequential_control` (the same code paths on an empty buffer), and the A/A repeat
+`overlap_repeat` (artifact.modes).
 
 The collective (`comm`):
     allreduce    a SUM all-reduce. On one GPU it moves no data and launches no kernel.
@@ -36,22 +39,12 @@ import torch.distributed as dist
 
 from artifact.measure.kernels import DELAY_MARK
 from artifact.measure.timing import synchronize, timed
-from artifact.modes import Mode, issue
+from artifact.modes import Mode, issue, mode_of, moves_zero_bytes
 from artifact.precision import dtype_of, matmul_precision
 
 PHASES = ("nocomm", "comm_alone", "sequential", "overlap")
 COMMS = ("allreduce", "onerank-avg", "copy")
 COMPUTES = ("gemm", "add")
-
-
-def phase_order(rep: int) -> tuple[str, ...]:
-    """PHASES rotated by rep, so no phase always runs first (or always after overlap).
-
-    On an H200 at its 700 W limit, matmuls right after a busy phase ran ~10 % slower than
-    the same matmuls later on: a fixed order would bias whichever phase comes first.
-    """
-    k = rep % len(PHASES)
-    return PHASES[k:] + PHASES[:k]
 
 
 @dataclass(frozen=True)
@@ -121,20 +114,22 @@ class Microbench:
         self.group = _cta_limited_group(spec.max_ctas) if spec.max_ctas else None
         self.comm_repeats = 1
 
-    def _collective(self, async_op: bool):
+    def _collective(self, async_op: bool, zero_bytes: bool = False):
+        # a control's collective: the same call on an empty slice of the buffer
+        buf = self.comm_buf[:0] if zero_bytes else self.comm_buf
         if self.spec.comm == "copy":
-            self.copy_dst.copy_(self.comm_buf)
+            self.copy_dst[: buf.numel()].copy_(buf)
             return None
         op = dist.ReduceOp.AVG if self.spec.comm == "onerank-avg" else dist.ReduceOp.SUM
-        return dist.all_reduce(self.comm_buf, op=op, group=self.group, async_op=async_op)
+        return dist.all_reduce(buf, op=op, group=self.group, async_op=async_op)
 
-    def _launch_comm(self):
+    def _launch_comm(self, zero_bytes: bool = False):
         if self._chain is not None:  # CPU with a delay: collective then sleep, in order
             return _FutureWork(self._chain.submit(self._collective_then_sleep))
         if self.side_stream is None:
-            return self._collective(async_op=True)
+            return self._collective(async_op=True, zero_bytes=zero_bytes)
         with torch.cuda.stream(self.side_stream):
-            work = self._collective(async_op=True)
+            work = self._collective(async_op=True, zero_bytes=zero_bytes)
             if work is not None:
                 work.wait()  # the side stream (not the compute stream) waits for it
             if self._spin_cycles:
@@ -173,12 +168,17 @@ class Microbench:
 
     def run_phase(self, phase: str) -> None:
         # comm_alone issues the collectives as overlap does, with no compute beside them;
-        # nocomm issues none (artifact.modes makes them no-ops).
-        mode = {"comm_alone": Mode.OVERLAP, "nocomm": Mode.NOCOMM}.get(phase) or Mode(phase)
+        # nocomm issues none (artifact.modes makes them no-ops); a control issues them on
+        # zero bytes.
+        mode = Mode.OVERLAP if phase == "comm_alone" else mode_of(phase)
+        zero = moves_zero_bytes(phase)
         batches = self._comm_batches(phase)
         handles = []
         for i, count in enumerate(batches):
-            handles += [issue(mode, self._launch_comm, self.device) for _ in range(count)]
+            handles += [
+                issue(mode, lambda: self._launch_comm(zero), self.device, self.side_stream)
+                for _ in range(count)
+            ]
             if i < len(batches) - 1:
                 self._compute_unit()
         for h in handles:

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from artifact.config import ModelConfig
 from artifact.errors import bad_choice
-from artifact.modes import Mode, collectives_in, install_collective_modes
+from artifact.modes import collectives_for, install_collective_modes
 from artifact.precision import dtype_of, matmul_precision
 from artifact.workloads.models import synthetic_batch
 
@@ -155,9 +155,9 @@ class PipelineTrainer:
 
         return out, loss_func
 
-    def step(self, mode: Mode) -> torch.Tensor | None:
+    def step(self, phase: str) -> torch.Tensor | None:
         n = self.spec.num_microbatches
-        with collectives_in(mode, self.device), matmul_precision(self.spec.precision):
+        with collectives_for(phase, self.device), matmul_precision(self.spec.precision):
             self.optimizer.zero_grad(set_to_none=True)
             losses = self.forward_backward(
                 forward_step_func=self._forward_step,
