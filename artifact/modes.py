@@ -223,7 +223,8 @@ def _wrap(name: str, original: Callable):
         else:
             launch = lambda: original(*bound.args, **bound.kwargs)  # noqa: E731
         if mode is Mode.OVERLAP:  # a control on the overlap path: the caller waits
-            work = launch()
+            # (torch may skip an empty collective and hand back no work at all)
+            work = launch() or DONE
             if wants_handle:
                 return work
             work.wait()
@@ -275,11 +276,12 @@ def _wrap_batch_p2p(original: Callable):
             ops = [dist.P2POp(op.op, op.tensor.new_empty(0), op.peer, op.group, op.tag)
                    for op in p2p_op_list]  # fmt: skip
         if mode is Mode.OVERLAP:  # a control on the overlap path
-            return original(ops)
+            return [req or DONE for req in original(ops)]
 
         def launch():
             for req in original(ops):
-                req.wait()
+                if req is not None:
+                    req.wait()
 
         in_stream_order(launch, device)  # SEQUENTIAL: the batch between compute
         return [DONE for _ in p2p_op_list]
