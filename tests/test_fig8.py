@@ -9,8 +9,10 @@ import pytest
 from artifact.aggregate import COLUMNS
 
 CONFIG = "matmul-256_fp32_allreduce_4MiB_w2"
-PHASES = ("nocomm", "comm_alone", "sequential", "overlap", "overlap_repeat")
-TRACED = ("nocomm", "comm_alone", "sequential", "overlap")  # the A/A repeat keeps no trace
+# two ranks: the all-reduce moves data, so the zero-byte controls run beside the modes
+PHASES = ("nocomm", "comm_alone", "sequential", "overlap", "overlap_repeat",
+          "overlap_control", "sequential_control")  # fmt: skip
+TRACED = tuple(p for p in PHASES if p != "overlap_repeat")  # the A/A repeat keeps no trace
 
 
 @pytest.fixture(scope="module")

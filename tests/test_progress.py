@@ -64,11 +64,11 @@ def test_a_real_measurement_loop_writes_config_rep_and_phase_k_of_n(tmp_path):
                 step_of=step_of,
                 units=runner.BASE_UNITS,
             )
-    # 8 phases, each stepped once timed and once profiled
-    assert len(seen) == 16
+    # 8 phases, each stepped once settling, once timed and once profiled
+    assert len(seen) == 24
     state = progress.State("fig8", reps=2, started=0.0, figure_of=(4, 9))
     where, done = [], []
-    for t, b in enumerate(seen[::2]):  # the timed step of each phase
+    for t, b in enumerate(seen[1::3]):  # the timed step of each phase
         state.update(b, now=float(t))
         where.append(state.where())
         done.append(state.done())

@@ -92,11 +92,11 @@ def test_the_a_a_repeat_runs_exactly_where_the_noise_floor_is_derived():
     from artifact import plan
     from artifact.config import get_preset
     from artifact.experiments import training
-    from artifact.modes import SEQUENTIAL_REPEAT
+    from artifact.modes import OVERLAP_REPEAT
 
     repeat = {name for name, spec in REGISTRY.items() if spec.runs_noise_floor}
     assert repeat == {"fig4", "fig8", "fig9", "fig10", "fig11", "contention", "v2"}
-    assert SEQUENTIAL_REPEAT in training.PHASES  # every training figure runs it
+    assert OVERLAP_REPEAT in training.PHASES  # every training figure runs it
     # the plan prices a fifth phase exactly there: fig6's repetition is 4/5 of fig8's
     quick = get_preset("quick")
     fig6, fig8 = (plan._microbench_costs(quick, f, 0, 0.01, 1)[0] for f in ("fig6", "fig8"))
