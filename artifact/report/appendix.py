@@ -232,7 +232,10 @@ def _time_rows(run: Run) -> tuple[list[str], list[list[str]]]:
     the same preset and hardware where there is one, and the plan's estimate of the paper
     preset on the paper's 4 GPUs."""
     paper, ref = get_preset("paper"), _reference_name(run)
-    header = ["experiment", "this run (records' first to last, pauses left out)"]
+    header = [
+        "experiment",
+        "this run: first to last record (set-up and first repetition not included; pauses left out)",
+    ]
     if ref:
         header.append("reference run, measured (whole figure)")
     header.append(f"paper preset, {PAPER_GPUS} x {PAPER_GPU_GIB:g} GiB GPUs (plan's lower bound)")
