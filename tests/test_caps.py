@@ -100,11 +100,35 @@ def test_device_setter_saves_and_restores_the_management_limit(tmp_path, monkeyp
 
 
 def test_restored_on_sigint(fake_gpus):
+    # the handler before: Python's default in a terminal, SIG_IGN under nohup or a
+    # background job; capped() must put back whichever it found
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # so the SIGINT below raises
+    try:
+        _capped_then_sigint(fake_gpus)
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_restored_on_sigint_keeps_an_ignored_handler(fake_gpus):
+    """Started with SIGINT ignored (nohup, `&`): capped() restores SIG_IGN, not Python's default."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with caps.capped([1], allowed=True, power_w=400):
+            assert limits(fake_gpus)["1"] == 400.0
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert limits(fake_gpus)["1"] == 700.0
+
+
+def _capped_then_sigint(fake_gpus):
+    found = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt), caps.capped([1], allowed=True, power_w=400):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(5)  # the handler interrupts this
     assert limits(fake_gpus)["1"] == 700.0
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is found
 
 
 def test_out_of_range_cap_is_refused_before_any_change(fake_gpus):
