@@ -17,9 +17,7 @@ from tests.conftest import ROOT
 def readme_command(session: str) -> str:
     """README's main command with `-s all` replaced by `session` (e.g. '-l')."""
     text = (ROOT / "README.md").read_text()
-    (line,) = [
-        m.strip() for m in re.findall(r"^    (python3 -m venv .*nox -s all)$", text, re.M)
-    ]
+    (line,) = [m.strip() for m in re.findall(r"^    (python3 -m venv .*nox -s all)$", text, re.M)]
     return line.replace("-s all", session)
 
 
