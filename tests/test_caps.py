@@ -168,6 +168,7 @@ def test_restored_on_sigterm(fake_gpus):
     assert not list(caps.state_dir().glob("*.json"))
 
 
+@pytest.mark.slow
 def test_restore_caps_after_a_hard_kill(fake_gpus):
     proc = _hold_cap()
     proc.kill()
@@ -193,6 +194,7 @@ def test_paper_caps_scaled_to_an_h200():
     assert levels == [533.3, 450.0, 366.7, 283.3, 200.0]
 
 
+@pytest.mark.slow
 def test_fig9_without_permission_is_not_run_and_changes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv(caps.FAKE_ENV, "1")  # a machine that could cap
     out = tmp_path / "out"
@@ -204,6 +206,7 @@ def test_fig9_without_permission_is_not_run_and_changes_nothing(tmp_path, monkey
     assert not (out / "records").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag", [["--allow-power-cap"], []])
 def test_fig9_with_no_gpu_says_why_flag_or_not(tmp_path, monkeypatch, flag):
     """No power control here: that is the reason, not the missing flag (which would not help)."""

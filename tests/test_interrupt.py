@@ -39,6 +39,7 @@ def _wait_for_record(out: Path, proc: subprocess.Popen, timeout: float = 240) ->
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_group_leaves_no_worker_and_the_rerun_completes(tmp_path):
     out = tmp_path / "run"
     proc = _start_fig8(out, reps=2)
@@ -61,6 +62,7 @@ def test_kill_9_of_the_group_leaves_no_worker_and_the_rerun_completes(tmp_path):
     assert not list(out.glob("**/.*.tmp"))
 
 
+@pytest.mark.slow
 def test_a_second_run_into_a_held_folder_is_refused(tmp_path):
     out = tmp_path / "run"
     first = _start_fig8(out, reps=3)
@@ -203,6 +205,7 @@ def test_the_watchdog_stops_a_run_that_shows_no_progress(tmp_path):
     assert hung == ["hung in cfg-overlap: timed iteration 1/3: no progress for 1 s"]
 
 
+@pytest.mark.slow
 def test_resume_with_out_alone_keeps_the_plans_repetitions(tmp_path):
     out = tmp_path / "run"
     proc = _start_fig8(out, reps=2)
@@ -232,6 +235,7 @@ def test_resume_with_out_alone_keeps_the_plans_repetitions(tmp_path):
         ("fig8", "--reps", "abc"),
     ],
 )
+@pytest.mark.slow
 def test_bad_options_are_one_line_and_exit_2_before_anything_is_written(tmp_path, args):
     out = tmp_path / "run"
     started = time.monotonic()
@@ -314,6 +318,7 @@ def test_a_full_disk_leaves_no_half_file_and_says_so(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_between_repetitions_and_says_how_to_resume(tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "artifact", "run", "fig8", "--preset", "tiny", "--reps", "6"]

@@ -36,6 +36,7 @@ def mode_results():
     return spawn_gloo(_worker, 29000)
 
 
+@pytest.mark.slow
 def test_overlap_and_sequential_compute_the_real_collective(mode_results):
     for mode in ("None", "overlap", "sequential"):
         gathered, summed, scattered, _ = mode_results[0][mode]
@@ -46,6 +47,7 @@ def test_overlap_and_sequential_compute_the_real_collective(mode_results):
     assert mode_results[0]["sequential"][3]  # already finished: the handle is a done one
 
 
+@pytest.mark.slow
 def test_nocomm_leaves_realistic_local_values(mode_results):
     gathered, summed, scattered, done = mode_results[1]["nocomm"]
     assert gathered == [2, 2, 2, 2, 2, 2]  # own shard in every slot, no peer data

@@ -132,6 +132,7 @@ def fsdp_run(tmp_path_factory):
 CONFIG = "gpt-tiny_fsdp_fp32_mb2_w2"
 
 
+@pytest.mark.slow
 def test_records_hold_the_repeat_right_after_sequential(fsdp_run):
     """DeepSpeed ZeRO-3 over 2 gloo processes: every repetition measures the repeat, right
     after sequential in the rotated order, without a kept trace."""
@@ -152,6 +153,7 @@ def test_records_hold_the_repeat_right_after_sequential(fsdp_run):
     assert not any(SEQUENTIAL_REPEAT in t for t in traces)
 
 
+@pytest.mark.slow
 def test_summary_holds_the_floor_with_a_paired_interval(fsdp_run):
     df = pd.read_csv(fsdp_run / "summary.csv")
     rows = df[df["config_id"] == CONFIG].set_index(["mode", "metric"])

@@ -164,6 +164,7 @@ def test_stack_deviations_ignore_build_tags():
     ]
 
 
+@pytest.mark.slow
 def test_checklist_and_notes_come_from_the_run(tiny_run):
     md = (tiny_run / "report" / "appendix.md").read_text()
     checklist = _section(md, "# B. Artifact check-list")
@@ -190,6 +191,7 @@ def test_checklist_and_notes_come_from_the_run(tiny_run):
     assert ".nox-venv/bin/nox -s fig8 -- --out results/kick" in workflow
 
 
+@pytest.mark.slow
 def test_html_is_one_file_with_scrolling_tables(tiny_run):
     text = (tiny_run / "report" / "appendix.html").read_text()
     sources = re.findall(r'<img src="([^"]*)"', text)
@@ -202,6 +204,7 @@ def test_html_is_one_file_with_scrolling_tables(tiny_run):
     shutil.which("pdflatex") is None,
     reason="pdflatex is missing: apt-get install texlive-latex-base texlive-latex-recommended",
 )
+@pytest.mark.slow
 def test_latex_compiles_under_pdflatex(tiny_run, tmp_path):
     report = tmp_path / "report"
     shutil.copytree(tiny_run / "report", report)

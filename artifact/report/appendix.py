@@ -158,13 +158,12 @@ def counts_sentence(verdicts) -> str:
     """'4 of the paper's 26 items were evaluated here (1 reproduced, 3 inconclusive); 20
     were not applicable and 2 not run, each with its reason.'"""
     c = paper_counts(verdicts)
-    parts = ", ".join(f"{c[v]} {v}" for v in EVALUATED if c[v]) or "none"
+    parts = ", ".join(f"{c[v]} {v}" for v in EVALUATED if c[v])
+    parts = f" ({parts})" if parts else ""
     rest = [f"{c[v]} {'was' if c[v] == 1 else 'were'} {v}" for v in VERDICTS if v not in EVALUATED and c[v]]  # fmt: skip
     tail = f"; {' and '.join(rest)}, each with its reason" if rest else ""
     verb = "was" if c["evaluated"] == 1 else "were"
-    return (
-        f"{c['evaluated']} of the paper's {c['items']} items {verb} evaluated here ({parts}){tail}."
-    )
+    return f"{c['evaluated']} of the paper's {c['items']} items {verb} evaluated here{parts}{tail}."
 
 
 def claims_to_experiments(run: Run) -> list[list[str]]:

@@ -37,7 +37,7 @@ def pct(x) -> str:
 
 def label(configs: dict, config_id: str) -> str:
     """A configuration as people read it ('8192³ matmul, copy proxy, BF16, 1 GiB')."""
-    if config_id not in configs:
+    if "model" not in configs.get(config_id, {}):
         return config_id
     return ", ".join(v for v in plots.config_fields(configs[config_id]).values() if v)
 
