@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".artifact-installed"
 CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
+# torch's CUDA packages (nvidia-*, triton) at lock-cuda.txt's versions: inert on a CPU
+GPU_CONSTRAINTS = ROOT / "requirements" / "constraints-gpu.txt"
 
 
 def _registry_names() -> list[str]:
@@ -55,7 +57,7 @@ nox.options.sessions = ["tests"]
 
 def _stamp() -> str:
     h = hashlib.sha256(repr(INSTALL_STEPS).encode())
-    for f in (ROOT / "pyproject.toml", CONSTRAINTS):
+    for f in (ROOT / "pyproject.toml", CONSTRAINTS, GPU_CONSTRAINTS):
         h.update(f.read_bytes())
     return h.hexdigest()
 
@@ -80,6 +82,8 @@ def _python(session: nox.Session) -> str:
             "--disable-pip-version-check",
             "-c",
             str(CONSTRAINTS),
+            "-c",
+            str(GPU_CONSTRAINTS),
             *step,
         )
     STAMP.write_text(_stamp())

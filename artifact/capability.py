@@ -22,8 +22,8 @@ import torch
 
 from artifact.config import PRECISIONS
 from artifact.errors import ArtifactError, bad_choice
+from artifact.units import GIB
 
-GIB = 1 << 30
 PRECISION_ENV = "ARTIFACT_PRECISION_SUPPORT"
 FREE_MEMORY_ENV = "ARTIFACT_FREE_MEMORY_GIB"
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from artifact.config import ModelConfig
+from artifact.units import GIB  # noqa: F401  (memory.GIB: the experiments use it)
 
-GIB = 1 << 30
 RUNTIME_OVERHEAD = 1.0 * GIB  # cuBLAS workspaces, NCCL buffers, allocator fragmentation
 
 

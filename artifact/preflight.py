@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass
 
 from artifact.errors import ArtifactError
+from artifact.units import size
 
 # torch 2.13.0 from PyPI is a CUDA 13.0 build: CUDA 13.0 needs an R580 driver or newer.
 MIN_NVIDIA_DRIVER = 580
@@ -50,10 +51,6 @@ class Machine:
     kfd: str  # ROCm's /dev/kfd: 'ok', 'absent' or 'denied'
     shm_bytes: int | None  # size of /dev/shm; None if there is none
     pid1: str  # the command of PID 1 (nox there means no init process)
-
-
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n >> 20} MiB"
 
 
 def _image_kind(image: str | None) -> str | None:
@@ -122,8 +119,8 @@ def decide(m: Machine, *, cpu_on_purpose: bool, gpus_wanted: int | None = None) 
     if used > 1 and m.shm_bytes is not None and m.shm_bytes < used * SHM_PER_GPU:
         where = " (add `--ipc=host`, or `--shm-size=16g`, to `docker run`)" if kind else ""
         raise ArtifactError(
-            f"/dev/shm is {_gib(m.shm_bytes)}, too small for NCCL with {used} GPUs "
-            f"(needs {_gib(used * SHM_PER_GPU)} or more){where}"
+            f"/dev/shm is {size(m.shm_bytes)}, too small for NCCL with {used} GPUs "
+            f"(needs {size(used * SHM_PER_GPU)} or more){where}"
         )
     return notes
 

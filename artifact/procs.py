@@ -94,9 +94,15 @@ def extensions_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "torch_extensions"
 
 
+# torch's loader builds `op` in <root>/<op>/ when TORCH_EXTENSIONS_DIR is set, else in
+# ~/.cache/torch_extensions/pyXY_cpu/<op>/ (cpp_extension._get_build_directory): look at both
+LAYOUTS = ("{op}", "*/{op}")
+
+
 def built(op: str) -> bool:
-    """Whether torch's extension loader already built `op` (under any Python tag)."""
-    return any(extensions_dir().glob(f"*/{op}/{op}.so"))
+    """Whether torch's extension loader already built `op` (either layout)."""
+    root = extensions_dir()
+    return any(any(root.glob(f"{layout.format(op=op)}/{op}.so")) for layout in LAYOUTS)
 
 
 def _building_now(build_dir: Path) -> bool:
@@ -119,7 +125,9 @@ def _building_now(build_dir: Path) -> bool:
 def clear_stale_build_locks(root: Path | None = None) -> list[Path]:
     """Remove extension build locks no live build can hold; returns what was removed."""
     removed = []
-    for lock in sorted((root or extensions_dir()).glob("*/*/lock")):
+    root = root or extensions_dir()
+    locks = {lock for layout in LAYOUTS for lock in root.glob(layout.format(op="*") + "/lock")}
+    for lock in sorted(locks):
         if not _building_now(lock.parent):
             lock.unlink(missing_ok=True)
             removed.append(lock)

@@ -26,6 +26,7 @@ def _rows(out, figure):
     return df[df["figure"] == figure]
 
 
+@pytest.mark.slow
 def test_contention_grid_covers_every_size_and_compute_kind(beyond_run):
     configs = json.loads((beyond_run / "configs.json").read_text())
     grid = {
@@ -40,6 +41,7 @@ def test_contention_grid_covers_every_size_and_compute_kind(beyond_run):
     assert intensity["gemm-fp32"] == pytest.approx(256 / 6)
 
 
+@pytest.mark.slow
 def test_contention_rows_measure_both_sides_and_the_add(beyond_run):
     df = _rows(beyond_run, "contention")
     derived = df[df["mode"] == "derived"]
@@ -57,6 +59,7 @@ def test_contention_rows_measure_both_sides_and_the_add(beyond_run):
     assert (ov["overlap"] > ov["sequential"]).all()
 
 
+@pytest.mark.slow
 def test_v2_injects_a_measured_delay_inside_each_iteration(beyond_run):
     configs = json.loads((beyond_run / "configs.json").read_text())
     v2 = {k: c for k, c in configs.items() if "delay_fraction" in c}
@@ -77,6 +80,7 @@ def test_v2_injects_a_measured_delay_inside_each_iteration(beyond_run):
     assert 2.0 < ratio < 4.0  # three times the delay, give or take the sleep's granularity
 
 
+@pytest.mark.slow
 def test_report_draws_the_heat_map_and_the_v2_checks(beyond_run):
     from tests.conftest import run_cli
 

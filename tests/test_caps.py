@@ -100,11 +100,35 @@ def test_device_setter_saves_and_restores_the_management_limit(tmp_path, monkeyp
 
 
 def test_restored_on_sigint(fake_gpus):
+    # the handler before: Python's default in a terminal, SIG_IGN under nohup or a
+    # background job; capped() must put back whichever it found
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # so the SIGINT below raises
+    try:
+        _capped_then_sigint(fake_gpus)
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_restored_on_sigint_keeps_an_ignored_handler(fake_gpus):
+    """Started with SIGINT ignored (nohup, `&`): capped() restores SIG_IGN, not Python's default."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with caps.capped([1], allowed=True, power_w=400):
+            assert limits(fake_gpus)["1"] == 400.0
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert limits(fake_gpus)["1"] == 700.0
+
+
+def _capped_then_sigint(fake_gpus):
+    found = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt), caps.capped([1], allowed=True, power_w=400):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(5)  # the handler interrupts this
     assert limits(fake_gpus)["1"] == 700.0
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is found
 
 
 def test_out_of_range_cap_is_refused_before_any_change(fake_gpus):
@@ -144,6 +168,7 @@ def test_restored_on_sigterm(fake_gpus):
     assert not list(caps.state_dir().glob("*.json"))
 
 
+@pytest.mark.slow
 def test_restore_caps_after_a_hard_kill(fake_gpus):
     proc = _hold_cap()
     proc.kill()
@@ -169,6 +194,7 @@ def test_paper_caps_scaled_to_an_h200():
     assert levels == [533.3, 450.0, 366.7, 283.3, 200.0]
 
 
+@pytest.mark.slow
 def test_fig9_without_permission_is_not_run_and_changes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv(caps.FAKE_ENV, "1")  # a machine that could cap
     out = tmp_path / "out"
@@ -180,6 +206,7 @@ def test_fig9_without_permission_is_not_run_and_changes_nothing(tmp_path, monkey
     assert not (out / "records").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag", [["--allow-power-cap"], []])
 def test_fig9_with_no_gpu_says_why_flag_or_not(tmp_path, monkeypatch, flag):
     """No power control here: that is the reason, not the missing flag (which would not help)."""

@@ -61,6 +61,7 @@ from tests.conftest import tree
         ),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_is_one_line_exit_2_nothing_written(cli, tmp_path, args, message):
     out = tmp_path / "out"
     res = cli(*args, "--out", str(out))
@@ -71,6 +72,7 @@ def test_bad_input_is_one_line_exit_2_nothing_written(cli, tmp_path, args, messa
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_unwritable_out_dir(cli, tmp_path):
     # A path below a regular file cannot be created, even by root (CI runs as root).
     blocker = tmp_path / "a-file"
@@ -98,6 +100,7 @@ def test_compare_and_report_of_a_missing_folder(cli, tmp_path, command):
     assert not (tmp_path / "nope").exists()
 
 
+@pytest.mark.slow
 def test_env_on_cpu_reports_cpu_cleanly(cli):
     res = cli("env", "--json")
     assert res.returncode == 0, res.stderr
@@ -110,6 +113,7 @@ def test_env_on_cpu_reports_cpu_cleanly(cli):
         assert key in info
 
 
+@pytest.mark.slow
 def test_env_table(cli):
     res = cli("env")
     assert res.returncode == 0

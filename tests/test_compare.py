@@ -329,6 +329,7 @@ def test_malformed_expected_is_a_clear_error(tmp_path, text, message):
     assert str(e.value).startswith(message)
 
 
+@pytest.mark.slow
 def test_compare_cli_writes_verdicts(tmp_path):
     out = _folder(tmp_path, [_row("x", "fsdp", 0.2, 0.18, 0.22)], {"x": {}})
     res = run_cli("compare", str(out))

@@ -13,6 +13,7 @@ import sys
 import time
 
 import pandas as pd
+import pytest
 
 from artifact.aggregate import COLUMNS
 from artifact.compare import write_verdicts
@@ -25,6 +26,7 @@ def _status(out, figure):
     return json.loads((out / "status" / f"{figure}.json").read_text())
 
 
+@pytest.mark.slow
 def test_fp16_unsupported_is_not_run_and_the_rest_runs(tmp_path):
     res = run_cli(
         *("run", "fig10", "--preset", "tiny", "--models", "gpt-tiny", "--reps", "1"),
@@ -51,6 +53,7 @@ def test_fp16_unsupported_is_not_run_and_the_rest_runs(tmp_path):
     assert "| fig10 | ran partly | 1 configuration(s) not run: FP16 is not supported" in md
 
 
+@pytest.mark.slow
 def test_sigterm_leaves_a_failed_status_the_report_shows(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen(
@@ -125,7 +128,7 @@ def test_report_of_a_config_id_shared_by_three_figures(tmp_path):
     write_report(tmp_path)
     md = (tmp_path / "report" / "appendix.md").read_text()
     assert "dtype:" not in md and "Name:" not in md
-    assert "| fig11 | gpt3-1.3b_fsdp_fp16_mb8_w1 | 0.01 |" in md  # V3, one row a figure
+    assert "| fig11 | gpt3-1.3b_fsdp_fp16_mb8_w1 | 1 % |" in md  # V3, one row per figure, in %
     first = md.split("\n\n")[1]  # the first paragraph under the title
     assert first.startswith("**Measured on 1 x NVIDIA H200: what one GPU can judge.**")
     # world size 1: every overlap item is not applicable, none judged from noise

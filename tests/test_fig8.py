@@ -35,6 +35,7 @@ def _value(df, mode, metric, col="mean"):
     return row[col].iloc[0]
 
 
+@pytest.mark.slow
 def test_summary_has_the_contract_columns_and_labels(fig8_run):
     out, res = fig8_run
     df = _summary(out)
@@ -56,6 +57,7 @@ def test_summary_has_the_contract_columns_and_labels(fig8_run):
     assert "fig8 summary" in res.stdout
 
 
+@pytest.mark.slow
 def test_measured_numbers_are_physical(fig8_run):
     df = _summary(fig8_run[0])
     # sequential issues nothing beside communication: the trace shows no overlap
@@ -85,6 +87,7 @@ def test_measured_numbers_are_physical(fig8_run):
     assert not df["metric"].str.startswith("power").any()
 
 
+@pytest.mark.slow
 def test_records_and_traces(fig8_run):
     out, _ = fig8_run
     recs = sorted(out.glob(f"records/fig8/{CONFIG}/*/rep-*.json"))
@@ -111,6 +114,7 @@ def test_records_and_traces(fig8_run):
     assert traces == sorted(f"{CONFIG}-{p}-rank{r}.json" for p in TRACED for r in (0, 1))
 
 
+@pytest.mark.slow
 def test_rerun_resumes_without_redoing(fig8_run):
     from tests.conftest import run_cli
 
@@ -133,6 +137,7 @@ def test_rerun_resumes_without_redoing(fig8_run):
     assert (_summary(out)["n"] == 4).all()
 
 
+@pytest.mark.slow
 def test_report_of_a_cpu_run(fig8_run):
     import html.parser
     import re

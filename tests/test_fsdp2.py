@@ -164,6 +164,7 @@ def ranks():
     return spawn_gloo(_worker, 31000)
 
 
+@pytest.mark.slow
 def test_zero3_gathers_a_block_as_one_unit(ranks):
     """Each transformer block is one ZeRO-3 leaf (one gather and one pair of hooks, as
     FSDP2 shards it); the losses are those of DeepSpeed's per-submodule hooks, bit for bit."""
@@ -174,6 +175,7 @@ def test_zero3_gathers_a_block_as_one_unit(ranks):
         assert per_block == per_submodule and per_block[-1] < per_block[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["gpt-tiny", "llama-tiny"])
 def test_fp32_losses_match_zero3(ranks, model):
     """FP32: the same arithmetic in both (the gradient average over 2 ranks is exact in
@@ -188,6 +190,7 @@ def test_fp32_losses_match_zero3(ranks, model):
         assert fsdp2 == pytest.approx(zero3, rel=2e-7)
 
 
+@pytest.mark.slow
 def test_fp32_comparison_sees_a_missing_clip(ranks):
     """The tolerance is tight enough to catch a real difference: without clipping at 1.0
     the third loss moves by about 1.3e-6 relative (6 ulps)."""
@@ -197,6 +200,7 @@ def test_fp32_comparison_sees_a_missing_clip(ranks):
     assert unclipped != pytest.approx(zero3, rel=2e-7)
 
 
+@pytest.mark.slow
 def test_bf16_losses_match_zero3(ranks):
     """BF16: the first step computes with the same bf16 weights, so its loss is the same.
     After it, ZeRO-3's FP32 master weights started from bf16-rounded weights (its engine
@@ -216,6 +220,7 @@ def _issued(log, names=("all_gather_single", "reduce_scatter_single")):
     return [e for e in log if e[0] == "issue" and e[1] in names]
 
 
+@pytest.mark.slow
 def test_overlap_runs_fsdp2s_own_collectives(ranks):
     losses, log, names = ranks[0]["modes"]["overlap"]
     gathers = [e for e in _issued(log) if e[1] == "all_gather_single"]
@@ -226,6 +231,7 @@ def test_overlap_runs_fsdp2s_own_collectives(ranks):
     assert "gloo:all_gather" in names and "c10d::_reduce_scatter_base_" in names
 
 
+@pytest.mark.slow
 def test_sequential_waits_for_every_collective(ranks):
     overlap = ranks[0]["modes"]["overlap"]
     for rank in (0, 1):
@@ -239,6 +245,7 @@ def test_sequential_waits_for_every_collective(ranks):
     assert ranks[0]["modes"]["sequential"][0] == overlap[0]  # the same arithmetic
 
 
+@pytest.mark.slow
 def test_nocomm_runs_no_collective(ranks):
     for rank in (0, 1):
         losses, log, names = ranks[rank]["modes"]["nocomm"]
@@ -247,6 +254,7 @@ def test_nocomm_runs_no_collective(ranks):
         assert all(math.isfinite(x) for x in losses)
 
 
+@pytest.mark.slow
 def test_fp16_loss_scaler(ranks):
     losses, scale, log = ranks[0]["variants"]["fp16"]
     assert losses[-1] < losses[0] and all(math.isfinite(x) for x in losses)
@@ -255,6 +263,7 @@ def test_fp16_loss_scaler(ranks):
     assert len([e for e in log if e[:2] == ("issue", "all_reduce")]) == 2 * STEPS
 
 
+@pytest.mark.slow
 def test_meta_device_build_initialises_every_shard(ranks):
     losses, std = ranks[0]["variants"]["meta"]
     assert losses[-1] < losses[0] and all(math.isfinite(x) for x in losses)
@@ -335,6 +344,7 @@ def fig4_fsdp2(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_cli_fig4_fsdp2_writes_records(fig4_fsdp2):
     for mode in MODES:
         rec = json.loads((fig4_fsdp2 / f"records/fig4/{CONFIG}/{mode}/rep-000.json").read_text())
@@ -351,6 +361,7 @@ def test_cli_fig4_fsdp2_writes_records(fig4_fsdp2):
     assert plan["figures"]["fig4"]["options"]["fsdp_impl"] == "fsdp2"
 
 
+@pytest.mark.slow
 def test_cli_fig4_fsdp2_traces(fig4_fsdp2):
     tables = {
         m: kernels.kernel_table(
@@ -364,6 +375,7 @@ def test_cli_fig4_fsdp2_traces(fig4_fsdp2):
     assert len(set(gemms.values())) == 1 and gemms["overlap"] > 0  # the same compute
 
 
+@pytest.mark.slow
 def test_cli_refuses_another_implementation_in_the_same_plan(fig4_fsdp2):
     res = run_cli(*RUN, "--out", str(fig4_fsdp2))
     assert res.returncode == 2
@@ -382,6 +394,7 @@ def test_cli_bad_implementation(tmp_path):
     assert "fig8 does not take --fsdp-impl" in res.stderr
 
 
+@pytest.mark.slow
 def test_mfu_benchmark_runs_on_cpu():
     """benchmarks/fsdp_mfu.py with the tiny model (FSDP2 only here: DeepSpeed's one-time
     CPU op load would add about a minute; its path is the same but for the trainer)."""

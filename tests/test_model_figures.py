@@ -48,6 +48,7 @@ def _tables(out, config, rank=0):
     }
 
 
+@pytest.mark.slow
 def test_trains_through_deepspeed_zero3(fig4_run):
     recs = [
         json.loads(p.read_text())
@@ -63,6 +64,7 @@ def test_trains_through_deepspeed_zero3(fig4_run):
     assert recs[1]["metrics"]["loss"] < recs[0]["metrics"]["loss"]
 
 
+@pytest.mark.slow
 def test_modes_share_the_kernel_list_and_sequential_has_no_overlap(fig4_run):
     tables = {
         m: kernels.kernel_table(
@@ -78,6 +80,7 @@ def test_modes_share_the_kernel_list_and_sequential_has_no_overlap(fig4_run):
     assert kernels.overlap_fraction(tables["sequential"]) < 0.01
 
 
+@pytest.mark.slow
 def test_summary_rows(fig4_run):
     rows = _rows(fig4_run)
     for mode in MODES:
@@ -96,6 +99,7 @@ def test_summary_rows(fig4_run):
     assert "functional check" in rows["note"].iloc[0]
 
 
+@pytest.mark.slow
 def test_fig4_numbers_its_fsdp_and_pipeline_configurations_as_one_list(fig4_run):
     """The progress beacon's last word: the pipeline configuration is 2 of 2 (FSDP's was
     1 of 2), not 1 of 1 of a second list."""
@@ -106,6 +110,7 @@ def test_fig4_numbers_its_fsdp_and_pipeline_configurations_as_one_list(fig4_run)
     assert (beacon["config_k"], beacon["config_n"]) == (2, 2)
 
 
+@pytest.mark.slow
 def test_fig5_reads_fig4s_records(fig4_run):
     before = sorted(p.stat().st_mtime_ns for p in fig4_run.glob("records/**/rep-*.json"))
     res = run_cli(
@@ -126,6 +131,7 @@ def test_fig5_reads_fig4s_records(fig4_run):
     assert not (fig4_run / "records" / "fig5").exists()
 
 
+@pytest.mark.slow
 def test_fig11_runs_fp32_with_and_without_tf32(tmp_path):
     """TF32 exists only on NVIDIA GPUs: the capability seam says yes, so the CPU runs both
     rows (the same FP32 arithmetic; the CPU note says so)."""
@@ -148,6 +154,7 @@ def test_fig11_runs_fp32_with_and_without_tf32(tmp_path):
     assert set(df["config_id"]) == {"gpt-tiny_fsdp_fp32_mb2_w2", "gpt-tiny_fsdp_tf32_mb2_w2"}
 
 
+@pytest.mark.slow
 def test_pipeline_trains_through_megatron_core(fig4_run):
     recs = [
         json.loads(p.read_text())
@@ -165,6 +172,7 @@ def test_pipeline_trains_through_megatron_core(fig4_run):
     assert recs[1]["metrics"]["loss"] < recs[0]["metrics"]["loss"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rank", [0, 1])
 def test_pipeline_modes_on_each_stage(fig4_run, rank):
     tables = _tables(fig4_run, PIPELINE, rank)

@@ -74,6 +74,7 @@ def mode_results():
     return spawn_gloo(_worker, 29000)
 
 
+@pytest.mark.slow
 def test_overlap_and_sequential_compute_the_real_collective(mode_results):
     for mode in ("None", "overlap", "sequential"):
         gathered, summed, scattered = mode_results[0][mode][:3]
@@ -84,6 +85,7 @@ def test_overlap_and_sequential_compute_the_real_collective(mode_results):
     assert mode_results[0]["sequential"][3]  # already finished: the handle is a done one
 
 
+@pytest.mark.slow
 def test_nocomm_leaves_realistic_local_values(mode_results):
     gathered, summed, scattered, done = mode_results[1]["nocomm"][:4]
     assert gathered == [2, 2, 2, 2, 2, 2]  # own shard in every slot, no peer data
@@ -92,6 +94,7 @@ def test_nocomm_leaves_realistic_local_values(mode_results):
     assert done
 
 
+@pytest.mark.slow
 def test_sequential_makes_no_device_wide_synchronisation(mode_results):
     """Stream order only: no mode calls the device-wide synchronisation (the counting seam
     in artifact.measure.timing), sequential and its control included."""
@@ -99,6 +102,7 @@ def test_sequential_makes_no_device_wide_synchronisation(mode_results):
         assert mode_results[0][mode][5] == 0, mode
 
 
+@pytest.mark.slow
 def test_controls_move_zero_bytes_and_leave_nocomm_values(mode_results):
     """A control takes its mode's code path (the real collective is launched, on empty
     tensors) and fills the outputs as nocomm does; the real modes move the real bytes."""

@@ -6,6 +6,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -15,6 +17,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_nodes_through_torchrun_rendezvous(tmp_path):
     out = tmp_path / "out"
     endpoint = f"127.0.0.1:{_free_port()}"

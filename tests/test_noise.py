@@ -149,6 +149,7 @@ def fsdp_run(tmp_path_factory):
 CONFIG = "gpt-tiny_fsdp_fp32_mb2_w2"
 
 
+@pytest.mark.slow
 def test_records_hold_the_repeat_and_the_controls_in_the_balanced_order(fsdp_run):
     """DeepSpeed ZeRO-3 over 2 gloo processes: every repetition measures the repeat and,
     since two ranks move data, the zero-byte controls, in its row of the Williams design;
@@ -170,6 +171,7 @@ def test_records_hold_the_repeat_and_the_controls_in_the_balanced_order(fsdp_run
     assert not any(OVERLAP_REPEAT in t for t in traces)
 
 
+@pytest.mark.slow
 def test_summary_holds_the_floor_with_a_paired_interval(fsdp_run):
     df = pd.read_csv(fsdp_run / "summary.csv")
     rows = df[df["config_id"] == CONFIG].set_index(["mode", "metric"])

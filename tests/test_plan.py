@@ -10,6 +10,7 @@ import pytest
 from artifact import memory, plan
 from artifact.config import get_model, get_preset
 from artifact.errors import ArtifactError
+from artifact.estimate import model, reference
 from tests.conftest import ROOT
 
 
@@ -69,7 +70,7 @@ def test_quick_training_time_near_the_h200_measurement(figure):
     """fig4 is not used to calibrate (fig10 + fig11 are): an independent check."""
     rows = _rows(figure, "--preset", "quick", "--gpus", "1")
     estimate = sum(r.time_s for r in rows)
-    measured = plan.QUICK_H200_MEASURED_S[figure]
+    measured = reference.of("quick_h200_measured_s", figure)
     assert abs(estimate - measured) <= 0.35 * measured, (estimate, measured)
 
 
@@ -120,7 +121,7 @@ def test_tiny_preset_uses_measured_times_and_cpu_precisions():
     for r in rows:
         by_fig[r.figure] = by_fig.get(r.figure, 0) + r.time_s
         assert r.method == "measured"
-    assert by_fig == pytest.approx(plan.TINY_MEASURED_S)
+    assert by_fig == pytest.approx(reference.values("tiny_measured_s"))
     fp16 = [r for r in rows if r.precision == "fp16"]
     assert fp16 and all(r.runs is False and r.time_s == 0 for r in fp16)
     with pytest.raises(ArtifactError, match="--gpus 4 does not apply"):
@@ -129,3 +130,31 @@ def test_tiny_preset_uses_measured_times_and_cpu_precisions():
 
 def test_fig5_is_fig4():
     assert {r.figure for r in _rows("fig5", "--preset", "quick", "--gpus", "1")} == {"fig4"}
+
+
+def test_phase_lists_agree_with_the_experiments():
+    """The cost model declares the phase lists of torch-importing modules once; they must
+    be the experiments' own (a fourth training mode would otherwise go unpriced)."""
+    from artifact import modes
+    from artifact.experiments import fig7, training
+    from artifact.workloads import microbench
+
+    assert model.TRAINING_PHASES == training.PHASES
+    assert model.MICROBENCH_PHASES == microbench.PHASES
+    assert model.AA_REPEAT == modes.SEQUENTIAL_REPEAT
+    assert model.FIG7_BLOCKS == fig7.BLOCKS and model.FIG7_MIN_BLOCK_S == fig7.MIN_BLOCK_S
+
+
+def test_every_reference_entry_names_its_run():
+    from artifact.estimate.reference import _data
+
+    entries = {k: v for k, v in _data().items() if k != "about"}
+    assert len(entries) >= 10
+    for name, e in entries.items():
+        assert e["run"] and e["how"], name
+        assert ("value" in e) != ("values" in e), name
+
+
+def test_a_figure_without_calibration_is_a_one_line_error():
+    with pytest.raises(ArtifactError, match="'tiny_measured_s' has no value for 'fig99'"):
+        reference.of("tiny_measured_s", "fig99")

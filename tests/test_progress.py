@@ -271,6 +271,7 @@ def _this_run(log: Path) -> list[str]:
     return text[text.rfind("==== run:") :].splitlines()[1:]
 
 
+@pytest.mark.slow
 def test_a_tiny_run_prints_progress_and_digests_and_logs_everything(tmp_path):
     res = run_cli(
         *("run", "fig8", "--preset", "tiny", "--reps", "2", "--out", str(tmp_path)),

@@ -89,8 +89,8 @@ def test_an_unknown_figure_is_a_one_line_error():
 def test_the_a_a_repeat_runs_exactly_where_the_noise_floor_is_derived():
     """One declaration decides it (the spec's derived quantities): the experiments' phases
     and the plan's time both read FigureSpec.runs_noise_floor."""
-    from artifact import plan
     from artifact.config import get_preset
+    from artifact.estimate import model
     from artifact.experiments import training
     from artifact.modes import OVERLAP_REPEAT
 
@@ -99,6 +99,6 @@ def test_the_a_a_repeat_runs_exactly_where_the_noise_floor_is_derived():
     assert OVERLAP_REPEAT in training.PHASES  # every training figure runs it
     # the plan prices a fifth phase exactly there: fig6's repetition is 4/5 of fig8's
     quick = get_preset("quick")
-    fig6, fig8 = (plan._microbench_costs(quick, f, 0, 0.01, 1)[0] for f in ("fig6", "fig8"))
-    windows = 4 * plan._windowed(quick.power_window_s, 0.01)
+    fig6, fig8 = (model._microbench_costs(quick, f, 0, 0.01, 1)[0] for f in ("fig6", "fig8"))
+    windows = 4 * model._windowed(quick.power_window_s, 0.01)
     assert (fig6 - windows) / (fig8 - windows) == pytest.approx(4 / 5)

@@ -48,6 +48,7 @@ def _imports(*args: str) -> tuple[str, str]:
 @pytest.mark.parametrize(
     "stage", [("summarize",), ("compare",), ("report",), ("plan", "--preset", "paper")]
 )
+@pytest.mark.slow
 def test_stage_runs_without_torch(h200_folder, stage):
     args = [*stage, str(h200_folder)] if stage[0] != "plan" else [*stage, "--gpus", "4"]
     last, _ = _imports(*args)

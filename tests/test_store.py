@@ -56,6 +56,7 @@ def _kill_mid_write(out, reps) -> bool:
     return bool(list(out.glob("records/**/.*.tmp")))
 
 
+@pytest.mark.slow
 def test_sigkill_mid_write_then_resume(tmp_path):
     store = RunStore(tmp_path)
     # The rename can win the race against the kill; try again until a write is cut short.

@@ -8,6 +8,8 @@ engine.destroy() leaves behind. Checked here by counting live models after close
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 SCRIPT = """
@@ -29,6 +31,7 @@ for _ in range(2):
 """
 
 
+@pytest.mark.slow
 def test_closed_deepspeed_trainer_leaves_no_model_alive():
     res = subprocess.run(
         [sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=300

@@ -97,12 +97,14 @@ def pipeline_losses():
     return spawn_gloo(_pipeline_worker, 30000)
 
 
+@pytest.mark.slow
 def test_sdpa_module_matches_dot_product_attention(pipeline_losses):
     diffs = pipeline_losses[1]["modules"]
     assert diffs["causal"] < 1e-5 and diffs["gqa"] < 1e-5
     assert diffs["no_mask"] > 0.1  # the comparison sees a dropped causal mask
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", MODELS)
 def test_sdpa_attention_matches_megatron_local(pipeline_losses, model):
     last = pipeline_losses[1]
@@ -115,6 +117,7 @@ def test_sdpa_attention_matches_megatron_local(pipeline_losses, model):
     assert broken != pytest.approx(local, rel=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", MODELS)
 def test_pipeline_recompute_same_losses_and_recomputes(pipeline_losses, model):
     for rank in (0, 1):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 import tomllib
 
-from artifact import plan
 from artifact.config import get_preset
 from artifact.env import REPO_ROOT
+from artifact.estimate import build, figures_of, reference, totals
 from artifact.expected import load_expected
 from artifact.figures import ALL, OWN_RECORDS, REGISTRY, spec_of
 from artifact.report.document import Doc
@@ -24,8 +24,13 @@ from artifact.report.facts import (
     pins,
     stack_deviations,
 )
+from artifact.report.glossary import GLOSSARY
 from artifact.report.plots import model_name
-from artifact.verdicts import paper_items
+from artifact.report.runtime import figure_time
+from artifact.units import duration, size
+from artifact.verdicts import VERDICTS, paper_items
+
+EVALUATED = ("reproduced", "not reproduced", "inconclusive")  # judged either way, or not yet
 
 VERDICT_LEGEND = (
     "Expected: the paper's number with the tolerance expected/*.yaml gives it (its reason is there), or the claim's test. "
@@ -48,10 +53,15 @@ CLAIM_WORDS = {
     "precision fp16": "FP16",
     "precision tf32": "TF32",
 }
+# README's set-up line: nox in a virtual environment of its own (PEP 668 distributions)
+SETUP = "python3 -m venv .nox-venv && .nox-venv/bin/pip install -q nox==2026.10.20"
+NOX = ".nox-venv/bin/nox"
 KICK_THE_TIRES = (
-    "python3 -m nox -s fig8 -- --out results/kick && "
-    "python3 -m nox -s fig4 -- --out results/kick && python3 -m nox -s report -- results/kick"
+    f"{NOX} -s fig8 -- --out results/kick && "
+    f"{NOX} -s fig4 -- --out results/kick && {NOX} -s report -- results/kick"
 )
+# what is pinned where (README, requirements/): stated as it is, no more
+PINS_STATEMENT = "The `.venv/` path installs every other package at the version requirements/constraints.txt gives (a freeze of the CPU environment, without hashes) and, on a GPU machine, torch's CUDA packages (nvidia-*, triton) at the versions of requirements/constraints-gpu.txt (taken from lock-cuda.txt, resolved for Python 3.12 on x86-64). The Docker images install from hashed lock files (requirements/lock-*.txt) on a base image pinned by digest. Not pinned: the NVIDIA driver, CUDA/ROCm system libraries outside the images, and the operating system."
 PAPER_GPUS, PAPER_GPU_GIB = 4, 80.0  # the paper's node: 4 GPUs (A100 / H100: 80 GiB)
 
 
@@ -134,11 +144,38 @@ def verdict_row(r) -> list[str]:
     ]
 
 
-def claims_to_experiments(verdicts) -> list[list[str]]:
-    """One row an experiment: the paper items (expected/*.yaml) whose rows it records."""
-    by_item = verdicts.set_index("item")["verdict"].to_dict()
+def paper_counts(verdicts) -> dict[str, int]:
+    """The paper's items by verdict (verdicts.paper_items: never the checks, controls or
+    proxies), 'items' in all and 'evaluated' (reproduced, not reproduced, inconclusive)."""
+    items = paper_items(verdicts)
+    seen = items["verdict"].value_counts()
+    counts = {v: int(seen.get(v, 0)) for v in VERDICTS}
+    evaluated = sum(counts[v] for v in EVALUATED)
+    return {"items": len(items), "evaluated": evaluated, **counts}
+
+
+def counts_sentence(verdicts) -> str:
+    """'4 of the paper's 26 items were evaluated here (1 reproduced, 3 inconclusive); 20
+    were not applicable and 2 not run, each with its reason.'"""
+    c = paper_counts(verdicts)
+    parts = ", ".join(f"{c[v]} {v}" for v in EVALUATED if c[v])
+    parts = f" ({parts})" if parts else ""
+    rest = [f"{c[v]} {'was' if c[v] == 1 else 'were'} {v}" for v in VERDICTS if v not in EVALUATED and c[v]]  # fmt: skip
+    tail = f"; {' and '.join(rest)}, each with its reason" if rest else ""
+    verb = "was" if c["evaluated"] == 1 else "were"
+    return f"{c['evaluated']} of the paper's {c['items']} items {verb} evaluated here{parts}{tail}."
+
+
+def claims_to_experiments(run: Run) -> list[list[str]]:
+    """One row per experiment: the paper items (expected/*.yaml) whose rows it records,
+    their verdicts here, and this run's time; an item two experiments test is listed
+    under both, and a last row counts every item once (it agrees with verdicts.csv)."""
+    items_here = paper_items(run.verdicts)
+    by_item = items_here.set_index("item")["verdict"].to_dict()
     tested: dict[str, list[dict]] = {}
     for item in load_expected():
+        if item["id"] not in by_item:
+            continue  # compare did not write it (an older verdicts.csv): nothing to count
         figures = item["rows"].get("figure", item["file_figure"])
         for fig in figures if isinstance(figures, list) else [figures]:
             tested.setdefault(spec_of(fig).records, []).append(item)
@@ -146,44 +183,79 @@ def claims_to_experiments(verdicts) -> list[list[str]]:
     for exp in (e for e in OWN_RECORDS if e in tested):
         served = [f for f, s in REGISTRY.items() if s.records_of == exp]
         label = exp + (f" (also {', '.join(served)})" if served else "")
-        items = tested[exp]
-        here = [by_item.get(i["id"], "not judged") for i in items]
+        items = list({i["id"]: i for i in tested[exp]}.values())
+        here = [by_item[i["id"]] for i in items]
         tally = ", ".join(f"{here.count(v)} {v}" for v in dict.fromkeys(here))
-        seconds = plan.QUICK_H200_MEASURED_S.get(exp)
-        rows.append([label, f"`nox -s {exp}`", "; ".join(i["statement"] for i in items), tally, plan._dur(seconds) if seconds else "-"])  # fmt: skip
+        rows.append([label, f"`nox -s {exp}`", "; ".join(i["statement"] for i in items), tally, _run_time(run, exp)])  # fmt: skip
+    c = paper_counts(run.verdicts)
+    every = ", ".join(f"{c[v]} {v}" for v in VERDICTS if c[v])
+    rows.append(["all", "`nox -s all`", f"{c['items']} items, each counted once", every, "-"])
     return rows
 
 
 def abstract(doc: Doc, run: Run) -> None:
     doc.h(1, "A. Abstract")
-    items = paper_items(run.verdicts)
-    judged = items["verdict"].isin(["reproduced", "not reproduced"]).sum()
     doc.p(
         "This artifact measures how much compute kernels slow down when NCCL/RCCL collectives run beside them during distributed training (DeepSpeed ZeRO-3 as the paper's FSDP, Megatron-core pipeline parallelism) and in a matmul/all-reduce microbenchmark, what that does to iteration time and GPU power, and judges the paper's numbers and claims against the results. "
-        f"This report is of one run on {hardware_line(run.provenance, run.configs)}: {judged} of the paper's {len(items)} items were judged here; the others say why not."
+        f"This report is of one run on {hardware_line(run.provenance, run.configs)}: {counts_sentence(run.verdicts)}"
     )
 
 
-def _time_rows() -> list[list[str]]:
-    """Wall time an experiment by hardware: measured (plan's tables) and estimated (plan)."""
-    paper = get_preset("paper")
+def _run_time(run: Run, exp: str) -> str:
+    """This run's time for `exp`, from its records' timestamps and its log."""
+    t = figure_time(run.out, exp)
+    if t is None:
+        return "no records"
+    text = f"{duration(t.active_s)} ({t.records} records)"
+    if t.pauses_s:
+        text += (
+            f"; paused {len(t.pauses_s)} time(s), {duration(sum(t.pauses_s))} in all, not counted"
+        )
+    if t.starts > 1:
+        text += f"; started {t.starts} times (resumed)"
+    return text
+
+
+def _reference_name(run: Run) -> str | None:
+    """The measured reference that matches this run's preset and hardware, if any."""
+    presets = run.seen("preset")
+    if presets == ["tiny"]:
+        return "tiny_measured_s"
+    if presets == ["quick"] and "H200" in str(run.provenance.get("gpu_model")):
+        return "quick_h200_measured_s"
+    return None
+
+
+def _time_rows(run: Run) -> tuple[list[str], list[list[str]]]:
+    """Time per experiment: this run's (records' timestamps), the reference measured on
+    the same preset and hardware where there is one, and the plan's estimate of the paper
+    preset on the paper's 4 GPUs."""
+    paper, ref = get_preset("paper"), _reference_name(run)
+    header = [
+        "experiment",
+        "this run: first to last record (set-up and first repetition not included; pauses left out)",
+    ]
+    if ref:
+        header.append("reference run, measured (whole figure)")
+    header.append(f"paper preset, {PAPER_GPUS} x {PAPER_GPU_GIB:g} GiB GPUs (plan's lower bound)")
     rows = []
     for exp in OWN_RECORDS:
-        est = plan.totals(plan.build(paper, [exp], PAPER_GPUS, PAPER_GPU_GIB))
-        rows.append(
-            [
-                exp,
-                plan._dur(plan.TINY_MEASURED_S[exp]),
-                plan._dur(plan.QUICK_H200_MEASURED_S[exp]),
-                plan._dur(est["time_s"])
-                + (
-                    f" ({est['fit']} of {est['configurations']} configurations fit)"
-                    if est["fit"] < est["configurations"]
-                    else ""
-                ),
-            ]
-        )
-    return rows
+        est = totals(build(paper, [exp], PAPER_GPUS, PAPER_GPU_GIB))
+        if est["configurations"] == 0:
+            priced = "not priced: " + (
+                "opt-in (`--allow-power-cap`)" if exp == "fig9" else "no configuration"
+            )
+        else:
+            priced = duration(est["time_s"])
+            if est["fit"] < est["configurations"]:
+                priced += f" ({est['fit']} of {est['configurations']} configurations fit)"
+        served = [f for f, s in REGISTRY.items() if s.records_of == exp]
+        label = exp + (f" (also {', '.join(served)})" if served else "")
+        row = [label, _run_time(run, exp)]
+        if ref:
+            row.append(duration(reference.of(ref, exp)))
+        rows.append([*row, priced])
+    return header, rows
 
 
 def _license() -> str:
@@ -200,57 +272,65 @@ def _models(run: Run) -> str:
 
 
 def _figures_line(run: Run) -> str:
-    ran = [f for f in OWN_RECORDS if not not_run(f, run)]
-    skipped = [f for f in OWN_RECORDS if not_run(f, run)]
+    def name(f: str) -> str:
+        of = spec_of(f).records_of
+        return f"{f} (from {of}'s records)" if of else f
+
+    ran = [name(f) for f in ALL if not not_run(f, run)]
+    skipped = [name(f) for f in ALL if not_run(f, run)]
     return f"ran {', '.join(ran) or 'none'}" + (
         f"; not run or failed: {', '.join(skipped)}" if skipped else ""
+    )
+
+
+def _reference_sums() -> tuple[float, float]:
+    return (
+        sum(reference.values("tiny_measured_s").values()),
+        sum(reference.values("quick_h200_measured_s").values()),
     )
 
 
 def checklist(doc: Doc, run: Run) -> None:
     doc.h(1, "B. Artifact check-list (meta-information)")
     prov = run.provenance
-    paper = plan.totals(
-        plan.build(get_preset("paper"), plan._figures([]), PAPER_GPUS, PAPER_GPU_GIB)
-    )
+    paper = totals(build(get_preset("paper"), figures_of([]), PAPER_GPUS, PAPER_GPU_GIB))
     disk = {part: folder_bytes(run.out / part) for part in ("records", "traces", "logs")}
     shared = bool(run.ran_on.get("other_gpu_processes"))
+    tiny_s, quick_s = _reference_sums()
+    here = [t for f in OWN_RECORDS if (t := figure_time(run.out, f))]
+    this_run = f"this run: {duration(sum(t.active_s for t in here))} of measuring (the records' timestamps)" if here else "this run: no records"  # fmt: skip
     doc.items(
         [
-            "**Algorithm:** the paper's Eq. 1 (compute slowdown), Eq. 3 and Eq. 4 (ideal E2E, derived), the sequential penalty; overlap fraction by an interval sweep over profiler traces; 95% CIs over repetitions.",
-            f"**Program:** PyTorch {as_value(prov.get('torch'))}, DeepSpeed {as_value(prov.get('deepspeed'))}, Megatron-core {as_value(prov.get('megatron_core'))}, NCCL {as_value(prov.get('nccl'))} (this run; pins in C.3), NVML / AMD-SMI.",
+            "**Algorithm:** the paper's Eq. 1 (compute slowdown), Eq. 3 and Eq. 4 (ideal E2E, derived), the sequential penalty; overlap fraction by an interval sweep over profiler traces; 95% CIs over repetitions. Terms: section I (glossary).",
+            f"**Program:** PyTorch {as_value(prov.get('torch'))}, DeepSpeed {as_value(prov.get('deepspeed'))}, Megatron-core {as_value(prov.get('megatron_core'))}, NCCL {as_value(prov.get('nccl'))} (this run; what is pinned: C.3), NVML / AMD-SMI.",
             "**Compilation:** none (Python). On a CPU, DeepSpeed builds its shared-memory op on first use (about 40 s).",
             f"**Model:** GPT-3 1.3B-13B and LLaMA-2 13B shapes (artifact/config.py), randomly initialised; no weights are downloaded. This run: {_models(run)}.",
             "**Data set:** synthetic token sequences made on the device (artifact/workloads/models.py); nothing is downloaded.",
             f"**Run-time environment:** Linux, Python {as_value(prov.get('python'))}; the Docker images (Dockerfile.cuda, Dockerfile.rocm) pin the whole stack.",
             f"**Hardware:** this run: {hardware_line(prov, run.configs)}. The paper: 4 GPUs of one node (A100, H100, MI250 or MI210). Requirements: C.2.",
             f"**Run-time state:** an idle GPU (GPUs another process uses are refused unless `--allow-shared-device`; this run: {'shared, flagged above' if shared else 'not shared'}); power limits are changed only by fig9 with `--allow-power-cap`, and restored.",
-            "**Execution:** `python3 -m nox -s all`: torchrun starts one process a GPU; each repetition runs every mode (overlap, sequential, nocomm), timed, then profiled, then under the power sampler.",
+            "**Execution:** `nox -s all`: torchrun starts one process per GPU; each repetition runs every mode (overlap, sequential, nocomm), timed, then profiled, then under the power sampler.",
             "**Metrics:** kernel time by class, E2E iteration time, overlap fraction, MFU, power (mean from the energy counter, peak from the instant field) and energy.",
             "**Output:** summary.csv, verdicts.csv, this report (Markdown, HTML, LaTeX) and its figures.",
             f"**Experiments:** this run {_figures_line(run)}.",
-            f"**How much disk space is required (approximately)?** This run's folder holds records {plan._size(disk['records'])}, profiler traces {plan._size(disk['traces'])} and logs {plan._size(disk['logs'])}. The pinned `.venv/` about 1.7 GB; the CUDA image 8-10 GB (docs/docker.md); the paper preset's records and traces about {plan._size(paper['disk_bytes'])} (plan's estimate).",
+            f"**How much disk space is required (approximately)?** This run's folder holds records {size(disk['records'])}, profiler traces {size(disk['traces'])} and logs {size(disk['logs'])}. The pinned `.venv/` about 1.6 GiB; the CUDA image 8-10 GB (docs/docker.md); the paper preset's records and traces about {size(paper['disk_bytes'])} (the plan's estimate).",
             "**How much time is needed to prepare the workflow (approximately)?** About 2.5 min for `.venv/` on 2 CPU cores (the first nox session); a Docker build downloads about as much.",
-            "**How much time is needed to complete experiments (approximately)?** About 3 min on 2 CPU cores (tiny), 21 min on one H200 (quick), and on 4 GPUs of 80 GiB (paper) at least the estimate below; per experiment:",
+            f"**How much time is needed to complete experiments (approximately)?** {this_run}. Measured reference runs: {duration(tiny_s)} on 2 CPU cores (tiny), {duration(quick_s)} on one H200 (quick); on 4 GPUs of 80 GiB (paper) at least the plan's estimate below. Per experiment:",
         ]
     )
-    doc.table(
-        [
-            "experiment",
-            "tiny, 2 CPU cores (measured)",
-            "quick, one H200 (measured)",
-            "paper, 4 x 80 GiB GPUs (plan's lower bound)",
-        ],  # fmt: skip
-        _time_rows(),
-    )
+    header, rows = _time_rows(run)
+    doc.table(header, rows)
+    if _reference_name(run):
+        name = _reference_name(run)
+        doc.p(f"Reference run: {reference.source(name)}.")
     doc.items(
         [
             "**Publicly available?** Yes: this repository.",
             f"**Code licenses:** {_license()} (LICENSE).",
             "**Data licenses:** none: no data set is used.",
-            "**Workflow framework used?** nox (noxfile.py: one session an experiment, `all`, `report`, `tests`); Docker.",
+            "**Workflow framework used?** nox (noxfile.py: one session per experiment, `all`, `report`, `tests`); Docker.",
             "**Archived (DOI)?** Not yet.",
-            "**Badges sought:** Artifacts Available; Artifacts Evaluated - Functional (any CPU or GPU: the tiny preset runs every code path); Results Reproduced (needs 4 GPUs of one node: with fewer, the overlap claims are not applicable).",
+            "**Badges sought:** Artifacts Evaluated - Functional (any CPU or GPU: the tiny preset runs every code path); Results Reproduced (needs 4 GPUs of one node: with fewer, the overlap claims are not applicable). Artifacts Available is not sought until the artifact is archived with a DOI.",
         ]
     )
 
@@ -262,14 +342,14 @@ def description(doc: Doc, run: Run) -> None:
         f"This repository (this run: commit {as_value(run.provenance.get('git_commit'))[:12]}), {_license()}; the images build from Dockerfile.cuda and Dockerfile.rocm (docs/docker.md)."
     )
     doc.h(2, "C.2 Hardware dependencies")
-    quick = plan.build(get_preset("quick"), plan._figures([]), 1, 141.0)
-    paper = plan.build(get_preset("paper"), plan._figures([]), PAPER_GPUS, PAPER_GPU_GIB)
-    fits_141 = plan.totals(plan.build(get_preset("paper"), plan._figures([]), PAPER_GPUS, 141.0))
+    quick = build(get_preset("quick"), figures_of([]), 1, 141.0)
+    paper = totals(build(get_preset("paper"), figures_of([]), PAPER_GPUS, PAPER_GPU_GIB))
+    fits_141 = totals(build(get_preset("paper"), figures_of([]), PAPER_GPUS, 141.0))
     peak = max(r.memory_gib or 0 for r in quick)
     doc.items(
         [
             "**GPUs:** 4 of one node for the paper's claims (a collective on one GPU moves no data: the training figures' overlap items are then not applicable); 1 GPU for the quick preset; a CPU for the tiny functional check. NVIDIA (CUDA 13, driver R580 or newer) or AMD (ROCm).",
-            f"**GPU memory:** quick needs at most {peak:.0f} GiB a GPU (artifact.memory's estimate, FP32 rows); paper on 4 GPUs: {plan.totals(paper)['fit']} of {len(paper)} configurations fit 80 GiB, {fits_141['fit']} fit 141 GiB; the rest are recorded 'not run' with their estimate (`nox -s plan -- --preset paper --gpus 4`).",
+            f"**GPU memory:** quick needs at most {peak:.0f} GiB per GPU (artifact.memory's estimate, FP32 rows); paper on 4 GPUs: {paper['fit']} of {paper['configurations']} configurations fit 80 GiB, {fits_141['fit']} fit 141 GiB; the rest are recorded 'not run' with their estimate (`nox -s plan -- --preset paper --gpus 4`).",
             "**Interconnect:** the collectives run over the node's GPU links (NVLink / NVSwitch, AMD Infinity Fabric, or PCIe); their bandwidth sets how long communication runs beside compute, so slowdowns are comparable only on similar links. Several nodes: torchrun rendezvous (docs/slurm.md).",
             "**Root, for fig9 only:** setting power limits needs root on the GPU (`--allow-power-cap`; in Docker `--user root --cap-add SYS_ADMIN`, docs/docker.md). Without it fig9 is recorded 'not run' and nothing on the GPU changes.",
             "**Power telemetry:** NVML or AMD-SMI for Figs. 6 and 7 and every power number; without it those are 'not run'.",
@@ -279,7 +359,7 @@ def description(doc: Doc, run: Run) -> None:
     pinned = pins()
     deviations = stack_deviations(run.values(), pinned)
     doc.p(
-        f"Pinned in pyproject.toml and requirements/ (every package by version; the images by digest and hash): {', '.join(f'{d} {pinned[d]}' for d in PINNED.values() if d in pinned)}. "
+        f"Pinned by version in pyproject.toml: {', '.join(f'{d} {pinned[d]}' for d in PINNED.values() if d in pinned)}. {PINS_STATEMENT} "
         + (
             f"**This run differs from the pins:** {'; '.join(deviations)}."
             if deviations
@@ -294,22 +374,45 @@ def description(doc: Doc, run: Run) -> None:
     doc.p(
         f"GPT-3 XL (1.3B), 2.7B, 6.7B, 13B and LLaMA-2 13B, built from their papers' shapes (artifact/config.py), randomly initialised. This run: {_models(run)}."
     )
+    doc.h(2, "C.6 What differs from the paper's setup")
+    doc.items(deviations_from_paper(run))
+
+
+def deviations_from_paper(run: Run) -> list[str]:
+    """What this run does differently from the paper (PAPER.md's setup), stated plainly."""
+    prov = run.provenance
+    worlds = sorted({int(c.get("world_size", 1)) for c in run.configs.values()}) or [1]
+    gpu = prov.get("gpu_model") if prov.get("gpu_count") else "no GPU (CPU processes over gloo)"
+    out = [
+        f"Hardware: this run used {gpu}, world size {', '.join(map(str, worlds))}; the paper used 4 GPUs of one node (A100, H100, MI250 or MI210).",
+        "Figs. 6 and 9 (power, and performance under power caps) are measured on the Fig. 8 matmul/all-reduce microbenchmark; the paper measured them during training.",
+        "Megatron-core runs without NVIDIA Transformer Engine and without Apex (plain PyTorch layers, SDPA attention); the paper used Megatron-LM as released, which can use both.",
+        "FSDP is DeepSpeed ZeRO stage 3, as the paper's text suggests; the paper does not state its sequence length (GPT-3's 2048 is used; the quick preset shortens it).",
+        f"Software: PyTorch {as_value(prov.get('torch'))}, NCCL {as_value(prov.get('nccl'))} here; the paper used PyTorch 2.4 with CUDA 12.4 or ROCm 6.2.",
+        "Models are randomly initialised and fed synthetic tokens: timing and power do not depend on the weights' values.",
+    ]
+    if run.seen("preset") and run.seen("preset") != ["paper"]:
+        out.append(
+            f"Preset {', '.join(run.seen('preset'))}: fewer models, batch sizes and repetitions than the paper preset (README, 'What runs where')."
+        )
+    return out
 
 
 def installation(doc: Doc) -> None:
     doc.h(1, "D. Installation")
     doc.p(
-        "On Linux with Python >= 3.11: `python3 -m pip install nox==2026.10.20`, then any session (`python3 -m nox -s all`) builds `.venv/` from the pins on first use (about 2.5 min, 1.7 GB). Or the image: `docker build -f Dockerfile.cuda -t overlap-artifact:cuda .` (run flags in docs/docker.md)."
+        f"On Linux with Python 3.11 or newer (on Debian or Ubuntu, install `python3-venv` first): `{SETUP}` builds nox in a virtual environment of its own, then `.venv/` from the pins on first use (about 2.5 min, 1.6 GiB). Or the image: `docker build -f Dockerfile.cuda -t overlap-artifact:cuda .` (run flags in docs/docker.md)."
     )
 
 
 def workflow(doc: Doc) -> None:
     doc.h(1, "E. Experiment workflow")
     doc.p(
-        "`python3 -m nox -s all` prints the plan (memory, time and disk of every configuration), runs every experiment into one folder (`results/<time>-<preset>/`), going on past a failing one, then `summarize` (summary.csv, 95% CIs), `compare` (verdicts.csv) and `report` (this appendix). Each experiment: torchrun starts one process a GPU; each repetition runs every mode in rotated order; records are written atomically and a re-run resumes where it stopped."
+        "`nox -s all` prints the plan (memory, time and disk of every configuration), runs every experiment into one folder (`results/<time>-<preset>/`), going on past a failing one, then `summarize` (summary.csv, 95% CIs), `compare` (verdicts.csv) and `report` (this appendix). In each experiment torchrun starts one process per GPU; each repetition runs every mode in rotated order; records are written atomically and a new run into the same folder resumes where the last one stopped."
     )
+    quick, tiny = (reference.values(n) for n in ("quick_h200_measured_s", "tiny_measured_s"))
     doc.p(
-        f"**Kick the tires (about 5.5 minutes on one GPU, plus the first install):** `{KICK_THE_TIRES}`. It runs the Fig. 8 microbenchmark ({plan._dur(plan.QUICK_H200_MEASURED_S['fig8'])} on one H200) and the smallest training configuration of Figs. 4 and 5 ({plan._dur(plan.QUICK_H200_MEASURED_S['fig4'])}), five repetitions each (the quick preset's, the fewest a verdict accepts), then the verdicts and this report (about 15 s); the first session also builds `.venv/`. On a CPU the same line runs the tiny preset: 169 s on 2 shared cores, DeepSpeed's first op build included."
+        f"**Kick the tires:** `{KICK_THE_TIRES}`. It runs the Fig. 8 microbenchmark ({duration(quick['fig8'])} on one H200 in the reference run) and the smallest training configuration of Figs. 4 and 5 ({duration(quick['fig4'])}), five repetitions each (the quick preset's, the fewest a verdict accepts), then the verdicts and this report; the first session also builds `.venv/`. On a CPU the same line runs the tiny preset: fig8 {duration(tiny['fig8'])} and fig4 {duration(tiny['fig4'])} on 2 CPU cores, plus about 40 s the first time for DeepSpeed's CPU op."
     )
 
 
@@ -384,3 +487,8 @@ def notes(doc: Doc, run: Run) -> None:
     doc.p(
         "Submission, reviewing and badging: ACM's Artifact Review and Badging (https://www.acm.org/publications/policies/artifact-review-and-badging-current) and the cTuning artifact evaluation guidelines (https://ctuning.org/ae/). How every number is measured: docs/measurement.md and docs/design.md."
     )
+
+
+def glossary(doc: Doc) -> None:
+    doc.h(1, "I. Glossary")
+    doc.table(["term", "meaning"], [list(t) for t in GLOSSARY])

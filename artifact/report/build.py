@@ -6,7 +6,7 @@ sections in its order (abstract, check-list, description, installation, workflow
 evaluation, customization, notes), filled from the run. Reads only what earlier stages
 wrote (summary.csv, verdicts.csv, configs.json, status/, records' provenance,
 traces/fig7/*.csv) and the artifact's own inputs (expected/, pyproject.toml's pins,
-artifact.plan's measured times); computes no measurement of its own.
+artifact/data's reference times); computes no measurement of its own.
 """
 
 from __future__ import annotations
@@ -35,19 +35,27 @@ from artifact.verdicts import as_sentence, paper_items, tally
 from artifact.workloads import beyond_paper
 
 
-def _first_line(summary: pd.DataFrame, configs: dict) -> str:
+def _evaluated_figures(verdicts: pd.DataFrame) -> str:
+    items = paper_items(verdicts)
+    judged = items[items["verdict"].isin(appendix.EVALUATED)]
+    return ", ".join(dict.fromkeys(str(f) for f in judged["figure"])) or "none"
+
+
+def _first_line(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame) -> str:
     gpus = gpus_in(summary)
+    counts = appendix.counts_sentence(verdicts)
     if not gpus:
-        return "**Functional check on CPU: no claim of the paper was evaluated.** Every number below comes from the CPU (gloo) and checks only that the code paths run."
+        return f"**Functional check on CPU: no claim of the paper was evaluated.** Every number below comes from the CPU (gloo) and checks only that the code paths run. {counts}"
     n = max((c.get("world_size", 1) for c in configs.values()), default=1)
+    where = f"Evaluated items come from: {_evaluated_figures(verdicts)}."
     if n == 1:
-        return f"**Measured on 1 x {', '.join(gpus)}: what one GPU can judge.** With one GPU a collective moves no data, so the training figures (Figs. 4, 5, 10, 11) run no communication and their overlap claims are not applicable; the Fig. 8 microbenchmark (through labelled one-GPU proxies), power, and the contention map are judged. The paper used 4 GPUs of one node."
-    return f"**Reproduction on {n} x {', '.join(gpus)}** (the paper used 4 x A100, H100, MI250 or MI210; numbers from other GPUs are compared only through hardware-independent quantities and the claims)."
+        return f"**Measured on 1 x {', '.join(gpus)}: what one GPU can judge.** With one GPU a collective moves no data, so the training figures (Figs. 4, 5, 10, 11) run no communication and their overlap claims are not applicable; the microbenchmarks run beside labelled one-GPU proxies. {counts} {where} The contention map is beyond the paper: it is measured, not counted among the paper's items. The paper used 4 GPUs of one node."
+    return f"**Reproduction on {n} x {', '.join(gpus)}** (the paper used 4 x A100, H100, MI250 or MI210; numbers from other GPUs are compared only through hardware-independent quantities and the claims). {counts} {where}"
 
 
 def first_screen(doc: Doc, run: Run) -> None:
     """What a reviewer sees first: what this run is, and how far to trust it."""
-    doc.p(_first_line(run.summary, run.configs))
+    doc.p(_first_line(run.summary, run.configs, run.verdicts))
     prov, n = run.provenance, run.summary["n"].dropna().astype(int)
     first, last = run_dates(run)
     commits, presets = run.seen("git_commit"), run.seen("preset")
@@ -56,7 +64,7 @@ def first_screen(doc: Doc, run: Run) -> None:
         f"**Measured:** {first} to {last[11:] if last[:10] == first[:10] else last} UTC (the records' timestamps)",
         f"**Code:** commit {', '.join(c[:12] + ('-dirty' if c.endswith('-dirty') else '') for c in commits) or '-'}",
         f"**Hardware:** {hardware_line(prov, run.configs)}",
-        f"**Preset:** {', '.join(presets) or '-'}; **repetitions:** n = {reps} a configuration (a verdict needs 5)",
+        f"**Preset:** {', '.join(presets) or '-'}; **repetitions:** n = {reps} per configuration (a verdict needs 5)",
         f"**Stack:** torch {as_value(prov.get('torch'))}, DeepSpeed {as_value(prov.get('deepspeed'))}, Megatron-core {as_value(prov.get('megatron_core'))}, NCCL {as_value(prov.get('nccl'))}, Python {as_value(prov.get('python'))}",
     ]
     deviations = stack_deviations(run.values())
@@ -125,7 +133,7 @@ def _plot(fig: str, run: Run, bands: list) -> Path | None:
 
 
 def figure_sections(doc: Doc, run: Run) -> None:
-    """One subsection a paper figure: its plot (this run, the paper's judged numbers
+    """One subsection per paper figure: its plot (this run, the paper's judged numbers
     shaded) or why there is none."""
     for fig in PAPER_FIGURES:
         title = spec_of(fig).title
@@ -168,9 +176,9 @@ def evaluation(doc: Doc, run: Run) -> None:
             "command",
             "paper items it tests",
             "verdicts here",
-            "time (quick, one H200)",
+            "time (this run)",
         ],
-        appendix.claims_to_experiments(run.verdicts),
+        appendix.claims_to_experiments(run),
     )
     figure_sections(doc, run)
     doc.h(2, "Beyond the paper: contention map")
@@ -197,6 +205,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     evaluation(doc, run)
     appendix.customization(doc)
     appendix.notes(doc, run)
+    appendix.glossary(doc)
     return doc, run.made
 
 

@@ -19,6 +19,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.colors import CenteredNorm  # noqa: E402
 
 from artifact.figures import spec_of  # noqa: E402
+from artifact.units import size  # noqa: E402
 
 # The paper's one Fig. 8 point (a 1 GiB all-reduce beside a matmul; FP16, the paper's
 # main precision), boxed on the contention map.
@@ -51,10 +52,6 @@ def model_name(model: str) -> str:
     return f"{FAMILIES[family]} {size.upper() if size.endswith('b') else size}"
 
 
-def _mib(n: float) -> str:
-    return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):g} MiB"
-
-
 def config_fields(config: dict) -> dict[str, str]:
     """A configuration's readable parts: model, parallelism, precision, micro-batch, ..."""
     parallelism = config.get("parallelism")
@@ -67,7 +64,7 @@ def config_fields(config: dict) -> dict[str, str]:
     if config.get("micro_batch") is not None:
         fields["mb"] = f"mb {config['micro_batch']}"
     if config.get("comm_bytes"):
-        fields["comm"] = _mib(config["comm_bytes"])
+        fields["comm"] = size(config["comm_bytes"])
     if "power_cap_w" in config:
         cap = config["power_cap_w"]
         fields["cap"] = "no cap" if cap is None else f"cap {cap:g} W"
@@ -75,7 +72,7 @@ def config_fields(config: dict) -> dict[str, str]:
 
 
 def config_labels(config_ids: list[str], configs: dict) -> tuple[list[str], str]:
-    """(one label a configuration: the parts that differ between them, what they share)."""
+    """(one label per configuration: the parts that differ between them, what they share)."""
     fields = [config_fields(configs.get(c, {"model": c})) for c in config_ids]
     keys = list(dict.fromkeys(k for f in fields for k in f))
     shared = [k for k in keys if len({f.get(k) for f in fields}) == 1]
@@ -114,7 +111,7 @@ def _save(fig, out_dir: Path, name: str) -> Path:
 
 
 def _bars(ax, rows: pd.DataFrame, configs: list[str], series: list, scale: float) -> None:
-    """Grouped bars, one group a configuration, with their 95 % CIs."""
+    """Grouped bars, one group per configuration, with their 95 % CIs."""
     width = 0.8 / len(series)
     x = np.arange(len(configs))
     for i, (mode, metric, label) in enumerate(series):
@@ -235,13 +232,19 @@ def contention_grid(
     }
 
 
-def _heat_panel(ax, grid: pd.DataFrame, norm: CenteredNorm, paper_point: dict):
-    """One mechanism's heat map, in %, with the paper's Fig. 8 point boxed."""
+def _heat_panel(
+    ax, grid: pd.DataFrame, half: pd.DataFrame | None, norm: CenteredNorm, paper_point: dict
+):
+    """One mechanism's heat map, in %, each cell's CI half-width under its mean, and the
+    paper's Fig. 8 point boxed where the sweep has it; (image, whether it was boxed)."""
     values = 100 * grid.to_numpy(float)
+    spread = None if half is None else 100 * half.reindex_like(grid).to_numpy(float)
     image = ax.imshow(values, cmap="RdBu_r", norm=norm)
     for (i, j), v in np.ndenumerate(values):
         dark = not np.isnan(v) and abs(v) > 0.6 * norm.halfrange
         text = "-" if np.isnan(v) else f"{v:.0f}"
+        if spread is not None and not np.isnan(v) and not np.isnan(spread[i, j]):
+            text += f"\n±{spread[i, j]:.0f}"
         ax.text(
             j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "black"
         )
@@ -253,16 +256,18 @@ def _heat_panel(ax, grid: pd.DataFrame, norm: CenteredNorm, paper_point: dict):
         i, j = list(grid.index).index(paper_point["compute"]), list(grid.columns).index(mib)
         box = plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2, edgecolor="black")
         ax.add_patch(box)
-    return image
+        return image, True
+    return image, False
 
 
 def contention_figure(
     summary: pd.DataFrame, configs: dict[str, dict], out_dir: Path, paper_point: dict
-) -> Path | None:
+) -> tuple[Path | None, bool]:
     """Heat maps of compute and communication slowdown over communication size x compute
-    kind, one column a mechanism. Diverging colours centred on 0 (a speed-up is blue, not
-    clipped), one scale a quantity (a row shares its colour bar); the paper's Fig. 8
-    point is boxed."""
+    kind, one column per mechanism, each cell its mean and the half-width of its 95% CI.
+    Diverging colours centred on 0 (a speed-up is blue, not clipped), one scale per
+    quantity (a row shares its colour bar). Returns the file and whether the paper's
+    Fig. 8 point was in the sweep, and so boxed."""
     panels = [
         ("slowdown", "compute slowdown (Eq. 1)"),
         ("comm_slowdown", "communication slowdown"),
@@ -270,7 +275,19 @@ def contention_figure(
     grids = {metric: contention_grid(summary, configs, metric) for metric, _ in panels}
     mechs = sorted(grids["slowdown"])
     if not mechs:
-        return None
+        return None, False
+    halves = {
+        metric: {
+            m: (g - lo)
+            for (m, g), lo in zip(
+                grids[metric].items(),
+                contention_grid(summary, configs, metric, "ci_low").values(),
+                strict=True,
+            )
+        }
+        for metric, _ in panels
+    }
+    boxed = False
     fig, axes = plt.subplots(
         len(panels),
         len(mechs),
@@ -288,14 +305,20 @@ def contention_figure(
             if grid is None:
                 ax.set_axis_off()
                 continue
-            image = _heat_panel(ax, grid, norm, paper_point)
+            image, hit = _heat_panel(ax, grid, halves[metric].get(mech), norm, paper_point)
+            boxed |= hit
             ax.set_title(f"{PARALLELISMS.get(mech, mech)}: {title} (%)", fontsize=8)
         if image is not None:
             fig.colorbar(image, ax=list(axes[r]), fraction=0.03, label=f"{title} (%)")
     rows = summary[summary["figure"] == "contention"]
+    boxed_note = (
+        "boxed: the paper's Fig. 8 point"
+        if boxed
+        else "the paper's Fig. 8 point is not in this sweep"
+    )
     fig.suptitle(
         f"{spec_of('contention').title}: {hardware(rows, configs)}\n"
-        "rows: compute kinds by arithmetic intensity, low to high; boxed where measured: the paper's Fig. 8 point",
+        f"rows: compute kinds by arithmetic intensity, low to high; cells: mean and ± half of its 95% CI; {boxed_note}",
         fontsize=9,
     )
-    return _save(fig, out_dir, "contention")
+    return _save(fig, out_dir, "contention"), boxed

@@ -27,6 +27,21 @@ def fmt(x) -> str:
         return str(x)
 
 
+def pct(x) -> str:
+    """A ratio as a percentage: 0.0123 -> '1.23 %' (the figures plot ratios in %)."""
+    try:
+        return "-" if x is None or math.isnan(float(x)) else f"{100 * float(x):.3g} %"
+    except (TypeError, ValueError):
+        return str(x)
+
+
+def label(configs: dict, config_id: str) -> str:
+    """A configuration as people read it ('8192³ matmul, copy proxy, BF16, 1 GiB')."""
+    if "model" not in configs.get(config_id, {}):
+        return config_id
+    return ", ".join(v for v in plots.config_fields(configs[config_id]).values() if v)
+
+
 def _rows(summary: pd.DataFrame, metric: str, mode: str | None = None) -> pd.DataFrame:
     sel = summary[summary["metric"] == metric]
     return sel if mode is None else sel[sel["mode"] == mode]
@@ -40,11 +55,23 @@ def _cell(rows: pd.DataFrame, figure: str, config_id: str, mode: str, *metrics: 
     return "-"
 
 
-def _ci_cell(rows: pd.DataFrame, figure: str, config_id: str, mode: str, metric: str) -> str:
-    if (figure, config_id, mode, metric) not in rows.index:
+def _pct_cell(rows: pd.DataFrame, figure: str, config_id: str, mode: str, metric: str) -> str:
+    key = (figure, config_id, mode, metric)
+    return pct(rows.loc[key, "mean"]) if key in rows.index else "-"
+
+
+def _pct_ci(rows: pd.DataFrame, figure: str, config_id: str, mode: str, metric: str) -> str:
+    key = (figure, config_id, mode, metric)
+    if key not in rows.index or pd.isna(rows.loc[key, "ci_low"]):
         return "-"
-    r = rows.loc[(figure, config_id, mode, metric)]
-    return "-" if pd.isna(r["ci_low"]) else f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
+    return f"[{pct(rows.loc[key, 'ci_low'])}, {pct(rows.loc[key, 'ci_high'])}]"
+
+
+def _n(rows: pd.DataFrame, figure: str, config_id: str, mode: str, metric: str) -> str:
+    key = (figure, config_id, mode, metric)
+    if key not in rows.index or pd.isna(rows.loc[key, "n"]):
+        return "-"
+    return f"{int(rows.loc[key, 'n'])}"
 
 
 def validation_sections(
@@ -53,22 +80,22 @@ def validation_sections(
     """V1, V2 (compare's check rows beside the numbers they judge), consistency, V3."""
     checks = verdicts[verdicts["item_type"] == "check"]
     doc.h(2, "Validations the paper lacks")
-    v1_section(doc, summary, checks)
+    v1_section(doc, summary, checks, configs)
     doc.h(3, "V2: delay injection")
     if v2_not_run:
         doc.p(as_sentence(v2_not_run))
     else:
         v2_section(doc, summary, configs, checks[checks["figure"] == "v2"])
     consistency_section(doc, summary)
-    v3_section(doc, summary)
+    v3_section(doc, summary, configs)
 
 
-def v1_section(doc: Doc, summary: pd.DataFrame, checks: pd.DataFrame) -> None:
+def v1_section(doc: Doc, summary: pd.DataFrame, checks: pd.DataFrame, configs: dict) -> None:
     v1 = _rows(summary, "v1_baseline_gap", "derived")
     verdict = checks.set_index(["figure", "config_id"])["verdict"].to_dict()
     doc.h(3, "V1: the sequential baseline vs compute with no communication")
     doc.p(
-        "Holds where the whole 95% CI of (ComputeSequential - ComputeNocomm) / ComputeNocomm lies within compare's margin (V1_MARGIN in artifact/validation.py, +-1 %; verdicts.csv has each configuration's row), fails where it lies wholly outside, and is inconclusive where it crosses the margin or rests on fewer than 5 repetitions: a wide interval is no evidence that the baselines agree. Differences below the margin are smaller than what the paper's 25-run averages resolve, and with tight CIs a strict 'contains 0' would fail gaps of 0.1%. A failure is a finding, not a fault: on a power-limited GPU, compute that runs back to back (nocomm) can run at lower clocks than the same compute between communication gaps (sequential), so the isolated baseline depends on power state; the time and throughput columns show it."
+        "Holds where the whole 95% CI of (ComputeSequential - ComputeNocomm) / ComputeNocomm lies within compare's margin (V1_MARGIN in artifact/validation.py, ±1 %; verdicts.csv has each configuration's row), fails where it lies wholly outside, and is inconclusive where it crosses the margin or rests on fewer than 5 repetitions (the n column): a wide interval is no evidence that the baselines agree. Differences below the margin are smaller than what the paper's 25-run averages resolve, and with tight CIs a strict 'contains 0' would fail gaps of 0.1%. A failure is a finding, not a fault: on a power-limited GPU, compute that runs back to back (nocomm) can run at lower clocks than the same compute between communication gaps (sequential), so the isolated baseline depends on power state; the time and throughput columns show it."
     )
     keyed = by_key(summary)
     tput = ("matmul_tflops", "tflops_per_gpu")
@@ -76,6 +103,7 @@ def v1_section(doc: Doc, summary: pd.DataFrame, checks: pd.DataFrame) -> None:
         [
             "figure",
             "configuration",
+            "n",
             "gap",
             "95% CI",
             "V1",
@@ -87,9 +115,10 @@ def v1_section(doc: Doc, summary: pd.DataFrame, checks: pd.DataFrame) -> None:
         [
             [
                 r.figure,
-                r.config_id,
-                fmt(r.mean),
-                f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]",
+                label(configs, r.config_id),
+                "-" if pd.isna(r.n) else f"{int(r.n)}",
+                pct(r.mean),
+                f"[{pct(r.ci_low)}, {pct(r.ci_high)}]",
                 verdict.get((r.figure, r.config_id), "not judged"),
                 _cell(keyed, r.figure, r.config_id, "nocomm", "compute_ms"),
                 _cell(keyed, r.figure, r.config_id, "sequential", "compute_ms"),
@@ -98,18 +127,23 @@ def v1_section(doc: Doc, summary: pd.DataFrame, checks: pd.DataFrame) -> None:
             ]
             for r in v1.itertuples()
         ]
-        or [["-", "-", "-", "-", "not run", "-", "-", "-", "-"]],
+        or [["-", "-", "-", "-", "-", "not run", "-", "-", "-", "-"]],
     )
 
 
-def v3_section(doc: Doc, summary: pd.DataFrame) -> None:
+def v3_section(doc: Doc, summary: pd.DataFrame, configs: dict) -> None:
     doc.h(3, "V3: overlap fraction beside every slowdown")
     sd = summary[(summary["mode"] == "derived") & (summary["metric"] == "slowdown")]
     ov = _rows(summary, "overlap_fraction", "overlap").set_index(["figure", "config_id"])["mean"]
     doc.table(
         ["figure", "configuration", "slowdown", "overlap fraction (overlap mode)"],
         [
-            [r.figure, r.config_id, fmt(r.mean), fmt(ov.get((r.figure, r.config_id)))]
+            [
+                r.figure,
+                label(configs, r.config_id),
+                pct(r.mean),
+                pct(ov.get((r.figure, r.config_id))),
+            ]
             for r in sd.itertuples()
         ]
         or [["-", "-", "-", "-"]],
@@ -182,10 +216,18 @@ def consistency_section(doc: Doc, summary: pd.DataFrame) -> None:
 
 
 def contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir: Path) -> list:
-    doc.p(
-        "Communication size against compute kind (GEMMs by precision: compute-bound; an elementwise add: memory-bound), with the collectives spread over the compute. With one GPU the mechanisms are NCCL's one-rank kernel (SM-driven) and a copy-engine copy (bandwidth only); with several GPUs, the real all-reduce with NCCL's default CTA count and with its communicator limited to a few CTAs. Cells: mean slowdown in %, red a slowdown and blue a speed-up, one colour scale a quantity; the paper's one Fig. 8 point is boxed. Compute slowdown is Eq. 1 (against the sequential baseline); 'vs nocomm' is the same against compute with no communication at all (they differ where V1 fails)."
+    png, boxed = plots.contention_figure(summary, configs, fig_dir, plots.PAPER_FIG8_POINT)
+    point = plots.PAPER_FIG8_POINT
+    where = (
+        "the paper's one Fig. 8 point is boxed"
+        if boxed
+        else f"the paper's one Fig. 8 point ({point['compute']} beside {plots.size(point['comm_bytes'])}) is not in this run's sweep, so nothing is boxed"
     )
-    png = plots.contention_figure(summary, configs, fig_dir, plots.PAPER_FIG8_POINT)
+    doc.p(
+        "Communication size against compute kind (GEMMs by precision: compute-bound; an elementwise add: memory-bound), with the collectives spread over the compute. With one GPU the mechanisms are NCCL's one-rank kernel (SM-driven) and a copy-engine copy (bandwidth only); with several GPUs, the real all-reduce with NCCL's default CTA count and with its communicator limited to a few CTAs. Cells: mean slowdown in % over n repetitions, with the half-width of its 95% CI below it (±), red a slowdown and blue a speed-up, one colour scale per quantity; "
+        + where
+        + ". Compute slowdown is Eq. 1 (against the sequential baseline); 'vs nocomm' is the same against compute with no communication at all (they differ where V1 fails). The checks on this map need 5 repetitions; with fewer they are inconclusive by design."
+    )
     if png is None:
         doc.p("No plot: no contention rows in this folder.")
         return []
@@ -212,7 +254,8 @@ def _contention_table(doc: Doc, summary: pd.DataFrame, configs: dict) -> None:
         [
             "mechanism",
             "compute",
-            "MiB",
+            "communication",
+            "n",
             "compute slowdown",
             "95% CI",
             "vs nocomm",
@@ -224,15 +267,16 @@ def _contention_table(doc: Doc, summary: pd.DataFrame, configs: dict) -> None:
         ],  # fmt: skip
         [
             [
-                configs[cid]["parallelism"],
+                plots.PARALLELISMS.get(configs[cid]["parallelism"], configs[cid]["parallelism"]),
                 configs[cid]["model"],
-                f"{configs[cid]['comm_bytes'] / (1 << 20):g}",
-                _cell(keyed, "contention", cid, "derived", "slowdown"),
-                _ci_cell(keyed, "contention", cid, "derived", "slowdown"),
-                _cell(keyed, "contention", cid, "derived", "slowdown_vs_nocomm"),
-                _cell(keyed, "contention", cid, "derived", "comm_slowdown"),
-                _ci_cell(keyed, "contention", cid, "derived", "comm_slowdown"),
-                _cell(keyed, "contention", cid, "overlap", "overlap_fraction"),
+                plots.size(configs[cid]["comm_bytes"]),
+                _n(keyed, "contention", cid, "derived", "slowdown"),
+                _pct_cell(keyed, "contention", cid, "derived", "slowdown"),
+                _pct_ci(keyed, "contention", cid, "derived", "slowdown"),
+                _pct_cell(keyed, "contention", cid, "derived", "slowdown_vs_nocomm"),
+                _pct_cell(keyed, "contention", cid, "derived", "comm_slowdown"),
+                _pct_ci(keyed, "contention", cid, "derived", "comm_slowdown"),
+                _pct_cell(keyed, "contention", cid, "overlap", "overlap_fraction"),
                 _cell(keyed, "contention", cid, "overlap", "compute_GBps"),
                 _cell(keyed, "contention", cid, "overlap", "comm_algbw_GBps"),
             ]

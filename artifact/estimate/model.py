@@ -1,0 +1,430 @@
+"""The plan's cost model: for each configuration a run will measure, its memory per GPU,
+wall time and disk. Pure functions of the preset, the GPU count and memory, and the
+calibration data (artifact/data/reference.json, through reference.py); no torch.
+
+- memory: training rows use artifact.memory (within 20 % of every peak measured on an
+  H200, tests/test_memory.py); microbenchmark rows add up their buffers plus
+  memory.RUNTIME_OVERHEAD. A row that does not fit is recorded "not run" by the run
+  (artifact.capability) and costs no time.
+- wall time: by the method its `method` column names (METHODS below).
+- disk: records and rep 0's traces (DISK_METHOD).
+
+The configurations replicate the experiments' own sweeps (each builder names its
+source), and the phase lists below replicate theirs: those modules import torch, so they
+cannot be imported here. tests/test_plan.py checks that both agree with the experiments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from artifact import memory, units
+from artifact.config import ComputeKind, ModelConfig, Preset, get_model
+from artifact.errors import ArtifactError
+from artifact.estimate import reference as ref
+from artifact.figures import OWN_RECORDS, spec_of
+from artifact.units import GIB
+
+# --- the experiments' phases, declared once ---------------------------------------------
+# artifact/experiments/training.py MODES; each repetition adds the A/A repeat
+# (artifact.modes.with_repeat). Power windows: every phase but the A/A repeat.
+TRAINING_MODES = ("overlap", "sequential", "nocomm")
+# artifact/workloads/microbench.py PHASES; + the A/A repeat where the figure's spec
+# derives Eq. 1's noise floor (FigureSpec.runs_noise_floor)
+MICROBENCH_PHASES = ("nocomm", "comm_alone", "sequential", "overlap")
+AA_REPEAT = "sequential_repeat"  # artifact.modes.SEQUENTIAL_REPEAT
+# artifact/experiments/fig7.py BLOCKS and MIN_BLOCK_S: one window, the phases in blocks
+FIG7_BLOCKS = ("overlap", "nocomm", "comm_alone", "sequential")
+FIG7_MIN_BLOCK_S = 0.5
+PASSES = 2  # each phase is timed, then profiled (artifact.runner.measure_phase)
+
+
+def with_aa_repeat(phases: tuple[str, ...]) -> tuple[str, ...]:
+    """artifact.modes.with_repeat: the A/A repeat right after `sequential`."""
+    i = phases.index("sequential") + 1
+    return (*phases[:i], AA_REPEAT, *phases[i:])
+
+
+TRAINING_PHASES = with_aa_repeat(TRAINING_MODES)
+# recomputation runs every forward twice: 8 x params x tokens of work instead of 6
+RECOMPUTE_COST = 8 / 6
+
+# Precisions a CPU run records "not run" (status/fig10.json, fig11.json of a tiny run).
+CPU_UNSUPPORTED = {
+    "fp16": "FP16 is not supported on a CPU (DeepSpeed's accelerator)",
+    "tf32": "TF32 exists only on NVIDIA GPUs",
+}
+
+METHODS = {
+    "flops": "6 x params x tokens / (GPUs x TFLOP/s measured on one H200, overlap mode: {rates}), "
+    "x (m+p-1)/m pipeline bubble; steps = warm-up x 3 + 2 passes x iterations x 4 phases "
+    "(3 modes and the A/A repeat) x repetitions, + power windows of the 3 modes + {training:g} s "
+    "set-up (calibrated); communication not added: a lower bound on several GPUs",
+    "micro": "repetitions x (4 phases x power window + 4 or 5 phases (fig8, fig9, contention and "
+    "v2 add the A/A repeat) x 2 x iterations x the compute's time on one H200), + set-up per "
+    "configuration calibrated on quick, one H200 (fig6 {fig6:g} s, fig8 {fig8:g}, fig7 {fig7:g}, "
+    "contention {contention:g}, v2 {v2:g})",
+    "measured": "the figure's measured wall time (tiny on 2 CPU cores: {tiny}), split evenly "
+    "over its configurations",
+    "not run": "recorded 'not run' before anything is built: nothing beyond the start-up",
+    "start-up": "a figure's process start, measured: 14-19 s (quick, one H200); {startup:g} s",
+}
+DISK_METHOD = (
+    "records: repetitions x phases x the mean record size of {records}; traces: rep 0, each "
+    "phase and rank, sized from a tiny CPU run's traces per layer pass (GPU traces add kernel "
+    "events: a lower bound)"
+)
+
+
+def method_text(method: str) -> str:
+    """A method's description, with the calibration it uses and the run that came from."""
+    return METHODS[method].format(
+        **ref.values("setup_s"),
+        rates=ref.source("step_rates_tflops"),
+        tiny=ref.source("tiny_measured_s"),
+        startup=ref.value("figure_startup_s"),
+    )
+
+
+def disk_text() -> str:
+    return DISK_METHOD.format(records=ref.source("record_bytes"))
+
+
+@dataclasses.dataclass
+class Row:
+    figure: str
+    model: str
+    parallelism: str
+    precision: str
+    micro_batch: int | None
+    gpus: int
+    memory_gib: float | None
+    memory_method: str  # "estimate" (artifact.memory), "buffers" or "-"
+    fits: bool | None  # the memory estimate against the GPU's memory (None: no configuration)
+    time_s: float  # what the run will spend on it (0 when it does not fit)
+    time_s_if_run: float
+    method: str  # a key of METHODS
+    records_bytes: int
+    traces_bytes: int
+    note: str = ""
+    runs: bool | None = None  # fits, and the device supports its precision (None: no configuration)
+
+    def __post_init__(self) -> None:
+        if self.runs is None and self.fits is not None:
+            self.runs = self.fits
+
+
+def _itemsize(precision: str) -> int:
+    return 4 if precision in ("fp32", "tf32") else 2
+
+
+def microbench_phases(figure: str) -> int:
+    """Phases a microbenchmark repetition measures: four, five with the A/A repeat."""
+    return len(MICROBENCH_PHASES) + spec_of(figure).runs_noise_floor
+
+
+def model_at(preset: Preset, name: str) -> ModelConfig:
+    """artifact.experiments.training.model_of: the preset may shorten the sequence."""
+    m = get_model(name)
+    seq = preset.seq_len
+    return dataclasses.replace(m, seq_len=seq) if seq and m.seq_len > seq else m
+
+
+def figures_of(names: Iterable[str]) -> list[str]:
+    """The figures a plan covers: every one that runs (none named), else each named one's
+    records (fig5 is fig4's), once each."""
+    names = list(names)
+    if not names:
+        return list(OWN_RECORDS)
+    return list(dict.fromkeys(spec_of(n).records for n in names))
+
+
+# --- configurations: the experiments' own sweeps, replicated --------------------------
+
+
+def training_grid(preset: Preset, figure: str) -> list[tuple[str, str, int, str]]:
+    """(model, parallelism, micro-batch, precision): fig4.py (models x micro-batches, both
+    parallelisms, the preset's precision); fig10 and fig11: FSDP at the first micro-batch in
+    the precisions their specs give (artifact/figures/)."""
+    if figure == "fig4":
+        grid = [(m, mb) for m in preset.models for mb in preset.micro_batches]
+        return [(m, par, mb, preset.precision) for par in ("fsdp", "pipeline") for m, mb in grid]
+    precisions = spec_of(figure).params["precisions"]
+    mb = preset.micro_batches[0]
+    return [(m, "fsdp", mb, p) for m in preset.models for p in precisions]
+
+
+def microbench_grid(preset: Preset, world: int, device: str) -> list[tuple[str, str, int, int]]:
+    """fig8.configs: (comm, precision, matmul size, comm bytes); one GPU adds two proxies."""
+    mb = preset.microbench
+    comms = ["allreduce"] + (["onerank-avg", "copy"] if world == 1 and device == "cuda" else [])
+    return [(c, mb.dtype, mb.matmul_size, mb.comm_bytes) for c in comms]
+
+
+PARALLELISM = {"allreduce": "allreduce", "onerank-avg": "proxy-nccl-onerank", "copy": "proxy-copy"}
+
+
+def contention_grid(
+    preset: Preset, world: int, device: str
+) -> list[tuple[str, int, ComputeKind, int]]:
+    """contention.mechanisms x kinds x sizes: (comm, CTA limit, kind, comm bytes)."""
+    sweep = preset.contention
+    if world == 1 and device == "cuda":
+        mechs = [("onerank-avg", 0), ("copy", 0)]
+    elif device != "cuda":
+        mechs = [("allreduce", 0)]
+    else:
+        mechs = [("allreduce", c) for c in sweep.cta_limits]
+    return [(c, ctas, k, b) for c, ctas in mechs for k in sweep.computes for b in sweep.comm_bytes]
+
+
+# --- estimates --------------------------------------------------------------------------
+
+
+def training_memory(
+    model: ModelConfig, par: str, mb: int, prec: str, world: int, gb: int, recompute: bool = False
+) -> float:
+    """artifact.memory's estimate, as training.cannot_run asks it (SDPA attention)."""
+    if par == "fsdp":
+        return memory.fsdp_bytes(model, mb, prec, world, recompute)
+    nmb = max(1, gb // mb)
+    return memory.pipeline_bytes(
+        model, mb, nmb, prec, world, materialised_attention=False, recompute=recompute
+    )
+
+
+def step_seconds(
+    model: ModelConfig, par: str, mb: int, prec: str, world: int, gb: int, rates
+) -> float:
+    """One training step: 6 x params x tokens at the measured rate, the pipeline's bubble."""
+    n = memory.total_params(model)
+    if (par, prec) not in rates:
+        known = ", ".join(f"{p}/{q}" for p, q in sorted(rates))
+        raise ArtifactError(f"no measured rate for {par} {prec}; measured: {known}")
+    if par == "fsdp":
+        return 6 * n * mb * model.seq_len * world / (world * rates[(par, prec)])
+    nmb = max(1, gb // mb)
+    bubble = (nmb + world - 1) / nmb
+    return 6 * n * mb * nmb * model.seq_len / (world * rates[(par, prec)]) * bubble
+
+
+def _windowed(window_s: float, step_s: float) -> float:
+    """measure_power: steps repeated until the window is over (at least one)."""
+    return 0.0 if window_s <= 0 else max(1, math.ceil(window_s / step_s)) * step_s
+
+
+def _gemm_s(precision: str, size: int) -> float:
+    return ref.of("gemm_8192_ms", precision) * 1e-3 * (size / 8192) ** 3
+
+
+def _compute_s(kind: ComputeKind) -> float:
+    """One iteration of a contention compute kind on one H200."""
+    if kind.compute == "gemm":
+        return kind.units * _gemm_s(kind.precision, kind.size)
+    add_bytes_per_s = 3 * (1 << 28) * 2 / ref.value("add_seconds_2e28_bf16")
+    return kind.units * 3 * kind.size * _itemsize(kind.precision) / add_bytes_per_s
+
+
+def _buffers(
+    size: int, precision: str, comm_bytes: int, comm: str, numel: int | None = None
+) -> float:
+    """Microbench's buffers: a, b, c (size^2 or numel elements), the comm buffer, its copy."""
+    n = numel if numel is not None else size * size
+    return 3 * n * _itemsize(precision) + comm_bytes * (2 if comm == "copy" else 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What the plan is for: the preset, on how many GPUs of what memory."""
+
+    preset: Preset
+    world: int
+    device: str  # "cpu" or "cuda"
+    gpu_memory_gib: float
+    rates: dict
+
+    @property
+    def cap(self) -> float:
+        return self.gpu_memory_gib * GIB
+
+
+def _training_rows(t: Target, fig: str) -> list[Row]:
+    p, world, rows = t.preset, t.world, []
+    phases, powered = len(TRAINING_PHASES), len(TRAINING_MODES)
+    for name, par, mb, prec in training_grid(p, fig):
+        m = model_at(p, name)
+        need = training_memory(m, par, mb, prec, world, p.global_batch)
+        budget = p.recompute_above_gib  # the preset's rule (artifact.memory.with_recompute)
+        recompute = budget is not None and need > budget * GIB
+        if recompute:
+            need = training_memory(m, par, mb, prec, world, p.global_batch, recompute=True)
+        fits = need <= t.cap
+        why_not = CPU_UNSUPPORTED.get(prec) if t.device == "cpu" else None
+        runs = fits and not why_not
+        iters = (p.fp32_iters if prec in ("fp32", "tf32") else None) or p.iters_per_rep
+        nmb = max(1, p.global_batch // mb)
+        passes = m.layers * iters if par == "fsdp" else -(-m.layers // world) * nmb * iters
+        # traces: rep 0 of every phase but the A/A repeat, each rank
+        traces = powered * world * passes * ref.of("trace_bytes_per_layer_pass", par)
+        records = p.reps * phases * ref.of("record_bytes", fig)
+        secs, method = 0.0, "measured"
+        if t.device == "cuda":
+            step = step_seconds(m, par, mb, prec, world, p.global_batch, t.rates)
+            step *= RECOMPUTE_COST if recompute else 1
+            steps = p.warmup * len(TRAINING_MODES) + PASSES * iters * phases * p.reps
+            power = p.reps * powered * _windowed(p.power_window_s, step)
+            secs, method = steps * step + power + ref.of("setup_s", "training"), "flops"
+        note = "" if fits else f"not run: {need / GIB:.0f} GiB > {t.gpu_memory_gib:g}"
+        note = f"not run: {why_not}" if fits and why_not else note
+        note = "; ".join(x for x in ("recompute on" if recompute else "", note) if x)
+        if par == "pipeline":
+            stages = f"{world} stage(s), {nmb} micro-batch" + ("es" if nmb > 1 else "")
+            note = "; ".join(x for x in (stages, note) if x)
+        rows.append(
+            Row(fig, name, par, prec, mb, world, need / GIB, "estimate", fits,
+                secs if runs else 0.0, secs, method, records if runs else 0,
+                traces if runs else 0, note, runs)
+        )  # fmt: skip
+    return rows
+
+
+def _microbench_costs(p: Preset, fig: str, i: int, t_iter: float, world: int) -> tuple:
+    """(seconds per repetition, record bytes, trace bytes, extra note) of one microbenchmark row."""
+    reps = spec_of(fig).default_reps(p)
+    if fig == "fig7":
+        block_s = max(FIG7_MIN_BLOCK_S, p.power_window_s / 2)
+        series = ref.value("fig7_series_bytes")
+        return len(FIG7_BLOCKS) * block_s, reps * ref.of("record_bytes", fig), series, ""
+    # rep 0's trace of every phase but the A/A repeat, each rank
+    traces = len(MICROBENCH_PHASES) * world * ref.value("micro_trace_bytes")
+    phases = microbench_phases(fig)
+    records = reps * phases * ref.of("record_bytes", fig)
+    if fig == "v2":
+        frac = p.v2.delay_fractions[i]
+        per_rep = phases * PASSES * p.iters_per_rep * t_iter * (1 + frac)
+        return per_rep, records, traces, f"delay {frac:g} x compute"
+    windows = len(MICROBENCH_PHASES) * _windowed(p.power_window_s, t_iter)
+    return windows + phases * PASSES * p.iters_per_rep * t_iter, records, traces, ""
+
+
+def _microbench_rows(t: Target, fig: str) -> list[Row]:
+    p, world, rows = t.preset, t.world, []
+    grid = microbench_grid(p, world, t.device)
+    if fig == "v2":  # v2.base_config: the collective that occupies the device here
+        by_comm = {g[0]: g for g in grid}
+        grid = [by_comm.get("onerank-avg") or by_comm["allreduce"]] * len(p.v2.delay_fractions)
+    if t.device != "cuda" and fig in ("fig6", "fig7"):
+        return [
+            Row(fig, "-", "-", "-", None, world, None, "-", None, 0.0, 0.0, "measured",
+                0, 0, "not run: no power telemetry on a CPU")
+        ]  # fmt: skip
+    for i, (comm, prec, size, comm_bytes) in enumerate(grid):
+        gemm = ref.values("gemm_8192_ms")
+        t_iter = p.microbench.matmuls_per_iter * _gemm_s(prec if prec in gemm else "bf16", size)
+        per_rep, records, traces, extra = _microbench_costs(p, fig, i, t_iter, world)
+        notes = ["one-GPU proxy" if comm != "allreduce" else "", extra]
+        if fig in ("fig6", "fig7"):
+            notes.append("needs NVML or AMD-SMI, else not run")
+        secs = ref.of("setup_s", fig) + spec_of(fig).default_reps(p) * per_rep
+        need = _buffers(size, prec, comm_bytes, comm) + memory.RUNTIME_OVERHEAD
+        fits = need <= t.cap
+        rows.append(
+            Row(fig, f"matmul-{size}", PARALLELISM[comm], prec, None, world,
+                need / GIB, "buffers", fits, secs if fits else 0.0, secs, "micro",
+                records if fits else 0, traces if fits else 0,
+                "; ".join(n for n in notes if n))
+        )  # fmt: skip
+    return rows
+
+
+def _contention_rows(t: Target, fig: str) -> list[Row]:
+    sweep, world, rows = t.preset.contention, t.world, []
+    phases = microbench_phases(fig)
+    for comm, ctas, kind, size in contention_grid(t.preset, world, t.device):
+        t_iter = _compute_s(kind)
+        window = sweep.power_window_s if size == sweep.power_at_bytes else 0.0
+        windows = len(MICROBENCH_PHASES) * _windowed(window, t_iter)
+        per_rep = windows + phases * PASSES * sweep.iters * t_iter
+        secs = ref.of("setup_s", "contention") + sweep.reps * per_rep
+        par = PARALLELISM[comm] if not ctas else f"allreduce-{ctas}cta"
+        numel = kind.size if kind.compute == "add" else None
+        need = _buffers(kind.size, kind.precision, size, comm, numel) + memory.RUNTIME_OVERHEAD
+        fits = need <= t.cap
+        traces = len(MICROBENCH_PHASES) * world * ref.value("micro_trace_bytes")
+        rows.append(
+            Row(fig, kind.name, par, kind.precision, None, world, need / GIB,
+                "buffers", fits, secs if fits else 0.0, secs, "micro",
+                sweep.reps * phases * ref.of("record_bytes", fig) if fits else 0,
+                traces if fits else 0, f"all-reduce {units.size(size)}")
+        )  # fmt: skip
+    return rows
+
+
+def _fig9_rows(t: Target, fig: str) -> list[Row]:
+    return [
+        Row(fig, "-", "-", "-", None, t.world, None, "-", None, 0.0, 0.0, "not run", 0, 0,
+            "not run without --allow-power-cap (with it: fig8's configurations x 6 power levels)")
+    ]  # fmt: skip
+
+
+# each figure's rows, by the experiment its spec names (artifact/figures/)
+ROWS_OF = {
+    "fig4": _training_rows,
+    "precision_sweep": _training_rows,
+    "fig6": _microbench_rows,
+    "fig7": _microbench_rows,
+    "fig8": _microbench_rows,
+    "v2": _microbench_rows,
+    "contention": _contention_rows,
+    "fig9": _fig9_rows,
+}
+
+
+def _rows_of(fig: str):
+    experiment = spec_of(fig).experiment
+    if experiment not in ROWS_OF:
+        raise ArtifactError(
+            f"the plan has no cost model for experiment '{experiment}' ({fig}); "
+            f"it knows: {', '.join(ROWS_OF)} (artifact/estimate/model.py ROWS_OF)"
+        )
+    return ROWS_OF[experiment]
+
+
+def build(preset: Preset, figures: Iterable[str], gpus: int, gpu_memory_gib: float) -> list[Row]:
+    """Every configuration of `figures` at `preset` on `gpus` GPUs of `gpu_memory_gib`."""
+    device = "cpu" if preset.device == "cpu" else "cuda"
+    t = Target(preset, gpus, device, gpu_memory_gib, ref.step_rates() if device == "cuda" else {})
+    startup_s = ref.value("figure_startup_s")
+    rows = []
+    for fig in figures:
+        fig_rows = _rows_of(fig)(t, fig)
+        if device == "cuda":
+            startup = Row(fig, "(start-up)", "-", "-", None, gpus, None, "-", None,
+                          startup_s, startup_s, "start-up", 0, 0)  # fmt: skip
+            fig_rows.insert(0, startup)
+        if device == "cpu":  # tiny: the figure's measured time, split over its rows
+            share = ref.of("tiny_measured_s", fig) / sum(1 for r in fig_rows if r.runs is not False)
+            for r in fig_rows:
+                r.time_s_if_run = share
+                r.time_s = share if r.runs is not False else 0.0
+                r.method = "measured"
+        rows += fig_rows
+    return rows
+
+
+def totals(rows: list[Row]) -> dict[str, Any]:
+    configs = [r for r in rows if r.fits is not None]
+    return {
+        "configurations": len(configs),
+        "fit": sum(1 for r in configs if r.fits),
+        "not_fit": sum(1 for r in configs if not r.fits),
+        "not_run": sum(1 for r in configs if not r.runs),
+        "time_s": sum(r.time_s for r in rows),
+        "time_s_if_all_ran": sum(r.time_s_if_run for r in rows),
+        "records_bytes": sum(r.records_bytes for r in rows),
+        "traces_bytes": sum(r.traces_bytes for r in rows),
+        "disk_bytes": sum(r.records_bytes + r.traces_bytes for r in rows),
+    }

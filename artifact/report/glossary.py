@@ -1,0 +1,82 @@
+"""Terms of art the report uses, defined once: the report's glossary section and
+docs/glossary.md (tests/test_report.py checks the two agree)."""
+
+GLOSSARY: tuple[tuple[str, str], ...] = (
+    (
+        "overlap mode",
+        "collectives are issued asynchronously and waited for only when their result is needed, so compute kernels run beside communication kernels (the frameworks' default).",
+    ),
+    (
+        "sequential mode",
+        "every collective is waited for right after it is issued, so no compute kernel runs beside a communication kernel; the paper's 'compute in isolation' baseline.",
+    ),
+    (
+        "nocomm",
+        "a mode in which collectives become no-ops on buffers of the same shape: the same compute with no communication at all. It checks the sequential baseline (V1).",
+    ),
+    (
+        "A/A check",
+        "the sequential mode measured twice in the same repetition. The difference between two identical passes (Eq. 1 applied to them) is the noise floor.",
+    ),
+    (
+        "noise floor",
+        "the slowdown that two identical sequential passes show (the A/A check): a measured slowdown within it is not evidence of contention.",
+    ),
+    (
+        "Eq. 1",
+        "the paper's compute slowdown: (compute time under overlap - compute time sequential) / compute time sequential, shown in %.",
+    ),
+    ("Eq. 2", "the paper's second equation; the artifact does not use it."),
+    ("Eq. 3", "the same slowdown as a time: compute time under overlap - compute time sequential."),
+    (
+        "Eq. 4",
+        "the ideal end-to-end time: overlapped end-to-end time - Eq. 3's slowdown, i.e. overlap without contention.",
+    ),
+    (
+        "E2E",
+        "end-to-end time of one training iteration (or one microbenchmark iteration), measured with device-synchronised timers.",
+    ),
+    ("ideal", "Eq. 4's end-to-end time (derived)."),
+    (
+        "max-ideal",
+        "another bound on overlapped time (ConCCL's): the longer of compute alone and communication alone, each measured.",
+    ),
+    (
+        "MFU",
+        "model FLOPs utilisation: the achieved training FLOP/s divided by the GPU's peak, measured at run time with back-to-back matrix products.",
+    ),
+    (
+        "CTA",
+        "cooperative thread array, a CUDA thread block. NCCL runs each collective on a number of CTAs; the contention map limits that number to see how much compute it takes.",
+    ),
+    (
+        "world size (w1, w4)",
+        "the number of processes (one per GPU) in the run; 'w1' in a configuration name means world size 1.",
+    ),
+    (
+        "micro-batch (mb8)",
+        "the sequences one GPU processes in one forward and backward pass; 'mb8' means micro-batch 8.",
+    ),
+    (
+        "(s)",
+        "in a source column: a secondary reading of the paper (read off a chart or inferred from its text), not a number printed in it.",
+    ),
+    (
+        "proxy",
+        "with one GPU an all-reduce moves no data, so the microbenchmark also runs a labelled stand-in beside the compute (NCCL's one-rank kernel, or a device-to-device copy of the same size). Proxy rows are evidence about one GPU only and never count toward the paper's tally.",
+    ),
+    (
+        "negative control",
+        "a measurement where the paper's effect must be absent (for example, no slowdown when nothing runs beside compute); if it shows the effect, the method is at fault, not the paper.",
+    ),
+    ("n", "the number of repetitions behind a mean; a verdict needs at least 5."),
+    (
+        "95% CI",
+        "the 95 % confidence interval of a mean over repetitions (Student-t below 20 repetitions).",
+    ),
+)
+
+
+def markdown() -> str:
+    """docs/glossary.md's body."""
+    return "\n".join(f"- **{term}**: {meaning}" for term, meaning in GLOSSARY) + "\n"

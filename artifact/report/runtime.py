@@ -1,0 +1,55 @@
+"""How long each figure of this run took, read from the run itself: the records'
+timestamps (first to last record, less the pauses between them) and how many times the
+figure was started (each start writes launch.RUN_HEADER into its log)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from artifact.launch import RUN_HEADER
+
+# A gap between two records this long, and PAUSE_FACTOR times the figure's usual gap, is
+# a pause (a stopped run resumed later, or an unusually slow set-up), not measuring time.
+PAUSE_MIN_S = 120.0
+PAUSE_FACTOR = 5.0
+
+
+@dataclass
+class FigureTime:
+    records: int
+    span_s: float  # first to last record
+    pauses_s: list[float] = field(default_factory=list)
+    starts: int = 0  # runs started into this folder (its log's RUN_HEADER lines)
+
+    @property
+    def active_s(self) -> float:
+        return self.span_s - sum(self.pauses_s)
+
+
+def _stamps(folder: Path) -> list[datetime]:
+    out = []
+    for path in folder.glob("**/rep-*.json"):
+        try:
+            stamp = json.loads(path.read_text())["provenance"]["timestamp"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a record without a timestamp says nothing about time
+        out.append(datetime.fromisoformat(stamp))
+    return sorted(out)
+
+
+def figure_time(out: Path, figure: str) -> FigureTime | None:
+    """`figure`'s time in the run folder `out`; None where it holds no records of it."""
+    stamps = _stamps(Path(out) / "records" / figure)
+    if not stamps:
+        return None
+    gaps = [(b - a).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)]
+    # records written together (one a phase) are a millisecond apart: not a gap
+    usual = statistics.median([g for g in gaps if g > 1.0] or [0.0])
+    pauses = [g for g in gaps if g > max(PAUSE_MIN_S, PAUSE_FACTOR * usual)]
+    log = Path(out) / "logs" / f"{figure}.log"
+    starts = log.read_text(errors="replace").count(RUN_HEADER) if log.is_file() else 0
+    return FigureTime(len(stamps), (stamps[-1] - stamps[0]).total_seconds(), pauses, starts)
