@@ -9,13 +9,9 @@
 - nocomm:     collectives become no-ops on buffers of the same shape; numerics are
               meaningless, the mode exists to validate the sequential baseline (V1).
 
-A phase is a mode measured under a name:
-- `overlap_repeat` is OVERLAP measured a second time in the same repetition (the A/A
-  check behind the noise floor, docs/measurement.md "Noise floor");
-- `overlap_control` and `sequential_control` run their mode's code path with every
-  collective replaced by the same collective on zero bytes (outputs filled as nocomm
-  fills them): the negative controls of a configuration that moves data. Where nothing
-  moves (world size 1), overlap and sequential are their own controls.
+A phase is a mode measured under a name (artifact/phases.py: the A/A repeat, the
+zero-byte controls); the control phases route every collective through the same
+collective on zero bytes, outputs filled as nocomm fills them.
 
 Workloads route every collective through `issue`, so a mode is one switch, not a
 copy of the workload.
@@ -25,71 +21,24 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from enum import StrEnum
 
 import torch
 
 
-class Mode(StrEnum):
-    OVERLAP = "overlap"
-    SEQUENTIAL = "sequential"
-    NOCOMM = "nocomm"
-
-
-# The A/A check: the overlap mode measured again in the same repetition. Eq. 1 between
-# the two overlap passes is the noise floor (aggregate.MODE_DERIVED "noise_floor").
-OVERLAP_REPEAT = "overlap_repeat"
-# The negative controls: the overlap and sequential code paths moving zero bytes.
-OVERLAP_CONTROL = "overlap_control"
-SEQUENTIAL_CONTROL = "sequential_control"
-CONTROL_PHASES = (OVERLAP_CONTROL, SEQUENTIAL_CONTROL)
-PHASE_MODES = {
-    OVERLAP_REPEAT: Mode.OVERLAP,
-    OVERLAP_CONTROL: Mode.OVERLAP,
-    SEQUENTIAL_CONTROL: Mode.SEQUENTIAL,
-}
-
-
-def mode_of(phase: str) -> Mode:
-    """The mode a phase runs in: its own name, or the mode it repeats or controls."""
-    return PHASE_MODES.get(phase) or Mode(phase)
-
-
-def moves_zero_bytes(phase: str) -> bool:
-    """Whether the phase's collectives are the zero-byte stand-ins of a control."""
-    return phase in CONTROL_PHASES
-
-
-def with_repeat(phases: tuple[str, ...]) -> tuple[str, ...]:
-    """`phases` and the A/A repeat of overlap (where it runs is the design's business)."""
-    return (*phases, OVERLAP_REPEAT)
-
-
-def with_controls(phases: tuple[str, ...]) -> tuple[str, ...]:
-    """`phases` and the two zero-byte controls (configurations that move data)."""
-    return (*phases, *CONTROL_PHASES)
-
-
-def williams_rows(n: int) -> list[list[int]]:
-    """A Williams design for n treatments: rows (orders) in which every treatment follows
-    every other equally often (once over n rows for even n, over 2n rows for odd n)."""
-    first, lo, hi = [0], 1, n - 1
-    while len(first) < n:
-        first.append(lo)
-        lo += 1
-        if len(first) < n:
-            first.append(hi)
-            hi -= 1
-    rows = [[(x + i) % n for x in first] for i in range(n)]
-    return rows if n % 2 == 0 else rows + [row[::-1] for row in rows]
-
-
-def balanced_order(phases: tuple[str, ...], rep: int) -> tuple[str, ...]:
-    """Repetition `rep`'s phase order: row `rep` of a Williams design over `phases`, so
-    over a full cycle each phase runs first equally often and follows every other phase
-    equally often (a phase's carry-over, a hot GPU after overlap, falls on every other)."""
-    rows = williams_rows(len(phases))
-    return tuple(phases[i] for i in rows[rep % len(rows)])
+from artifact.phases import (  # noqa: F401  (re-exported: the modes' names live there)
+    CONTROL_PHASES,
+    OVERLAP_CONTROL,
+    OVERLAP_REPEAT,
+    PHASE_MODES,
+    SEQUENTIAL_CONTROL,
+    Mode,
+    balanced_order,
+    mode_of,
+    moves_zero_bytes,
+    williams_rows,
+    with_controls,
+    with_repeat,
+)
 
 
 class _Done:

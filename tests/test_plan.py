@@ -132,17 +132,22 @@ def test_fig5_is_fig4():
     assert {r.figure for r in _rows("fig5", "--preset", "quick", "--gpus", "1")} == {"fig4"}
 
 
-def test_phase_lists_agree_with_the_experiments():
-    """The cost model declares the phase lists of torch-importing modules once; they must
-    be the experiments' own (a fourth training mode would otherwise go unpriced)."""
-    from artifact import modes
+def test_the_plan_prices_the_phases_the_experiments_run():
+    """One torch-free list (artifact/phases.py) that the experiments run and the cost model
+    prices: a training repetition has 4 phases on one GPU and 6 (the zero-byte controls)
+    on several, and the plan's time grows by exactly that."""
+    from artifact import phases
     from artifact.experiments import fig7, training
     from artifact.workloads import microbench
 
-    assert model.TRAINING_PHASES == training.PHASES
-    assert model.MICROBENCH_PHASES == microbench.PHASES
-    assert model.AA_REPEAT == modes.SEQUENTIAL_REPEAT
-    assert model.FIG7_BLOCKS == fig7.BLOCKS and model.FIG7_MIN_BLOCK_S == fig7.MIN_BLOCK_S
+    assert training.phase_order(0, 1) == phases.balanced_order(phases.training_phases(1), 0)
+    assert len(phases.training_phases(1)) == 4 and len(phases.training_phases(4)) == 6
+    assert microbench.PHASES is phases.MICROBENCH_PHASES and fig7.BLOCKS is phases.FIG7_BLOCKS
+    quick = get_preset("quick")
+    step = 0.25
+    phase = model.phase_seconds(quick, step, quick.iters_per_rep, training=True)
+    # settle (the middle of 0.5 s and the 1.5 s bound) + 5 timed steps (over the 1 s floor) + 3
+    assert phase == pytest.approx((0.5 + 1.5) / 2 + 5 * step + 3 * step)
 
 
 def test_every_reference_entry_names_its_run():

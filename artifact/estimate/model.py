@@ -10,8 +10,9 @@ calibration data (artifact/data/reference.json, through reference.py); no torch.
 - disk: records and rep 0's traces (DISK_METHOD).
 
 The configurations replicate the experiments' own sweeps (each builder names its
-source), and the phase lists below replicate theirs: those modules import torch, so they
-cannot be imported here. tests/test_plan.py checks that both agree with the experiments.
+source): those modules import torch, so they cannot be imported here (tests/test_plan.py
+checks that both agree). The phases come from artifact/phases.py, which the experiments
+read too.
 """
 
 from __future__ import annotations
@@ -26,29 +27,41 @@ from artifact.config import ComputeKind, ModelConfig, Preset, get_model
 from artifact.errors import ArtifactError
 from artifact.estimate import reference as ref
 from artifact.figures import OWN_RECORDS, spec_of
+from artifact.phases import (
+    FIG7_BLOCKS,
+    FIG7_MIN_BLOCK_S,
+    TRAINING_MODES,
+    microbench_phases,
+    training_phases,
+)
 from artifact.units import GIB
 
-# --- the experiments' phases, declared once ---------------------------------------------
-# artifact/experiments/training.py MODES; each repetition adds the A/A repeat
-# (artifact.modes.with_repeat). Power windows: every phase but the A/A repeat.
-TRAINING_MODES = ("overlap", "sequential", "nocomm")
-# artifact/workloads/microbench.py PHASES; + the A/A repeat where the figure's spec
-# derives Eq. 1's noise floor (FigureSpec.runs_noise_floor)
-MICROBENCH_PHASES = ("nocomm", "comm_alone", "sequential", "overlap")
-AA_REPEAT = "sequential_repeat"  # artifact.modes.SEQUENTIAL_REPEAT
-# artifact/experiments/fig7.py BLOCKS and MIN_BLOCK_S: one window, the phases in blocks
-FIG7_BLOCKS = ("overlap", "nocomm", "comm_alone", "sequential")
-FIG7_MIN_BLOCK_S = 0.5
-PASSES = 2  # each phase is timed, then profiled (artifact.runner.measure_phase)
+# A phase (artifact.runner.measure_phase): settled, then timed for at least the preset's
+# iterations and seconds (the power window included), then profiled for `iters` steps.
+# Settling, as measured on one H200 (results/h200x1/session8): training phases used
+# 1.2-1.9 s of a 1.5 s bound (host jitter keeps ZeRO-3's step times from agreeing), the
+# microbenchmark's 0.3 s (its lower bound); so training is priced at the middle of its
+# bounds and the microbenchmark at its lower bound.
 
 
-def with_aa_repeat(phases: tuple[str, ...]) -> tuple[str, ...]:
-    """artifact.modes.with_repeat: the A/A repeat right after `sequential`."""
-    i = phases.index("sequential") + 1
-    return (*phases[:i], AA_REPEAT, *phases[i:])
+def settle_seconds(p: Preset, step_s: float, training: bool) -> float:
+    low = min(max(p.warmup * step_s, p.settle_min_s), max(p.settle_max_s, step_s))
+    low = max(low, step_s)
+    return (low + max(p.settle_max_s, low)) / 2 if training else low
 
 
-TRAINING_PHASES = with_aa_repeat(TRAINING_MODES)
+def phase_seconds(
+    p: Preset, step_s: float, iters: int, *, training: bool, timed_iters: int | None = None,
+    timed_s: float | None = None, window_s: float | None = None,
+) -> float:  # fmt: skip
+    """One phase: settle + timed pass + profiled pass (artifact.runner.measure_phase)."""
+    window = p.power_window_s if window_s is None else window_s
+    seconds = max(p.timed_min_s if timed_s is None else timed_s, window)
+    least = timed_iters or p.timed_min_iters or iters
+    timed = max(least * step_s, seconds)
+    return settle_seconds(p, step_s, training) + timed + iters * step_s
+
+
 # recomputation runs every forward twice: 8 x params x tokens of work instead of 6
 RECOMPUTE_COST = 8 / 6
 
@@ -59,14 +72,18 @@ CPU_UNSUPPORTED = {
 }
 
 METHODS = {
-    "flops": "6 x params x tokens / (GPUs x TFLOP/s measured on one H200, overlap mode: {rates}), "
-    "x (m+p-1)/m pipeline bubble; steps = warm-up x 3 + 2 passes x iterations x 4 phases "
-    "(3 modes and the A/A repeat) x repetitions, + power windows of the 3 modes + {training:g} s "
-    "set-up (calibrated); communication not added: a lower bound on several GPUs",
-    "micro": "repetitions x (4 phases x power window + 4 or 5 phases (fig8, fig9, contention and "
-    "v2 add the A/A repeat) x 2 x iterations x the compute's time on one H200), + set-up per "
-    "configuration calibrated on quick, one H200 (fig6 {fig6:g} s, fig8 {fig8:g}, fig7 {fig7:g}, "
-    "contention {contention:g}, v2 {v2:g})",
+    "flops": "a step: 6 x params x tokens / (GPUs x TFLOP/s measured on one H200, overlap mode: "
+    "{rates}), x (m+p-1)/m pipeline bubble; per repetition, 4 phases (3 modes and the A/A "
+    "repeat; 6 with the zero-byte controls on several GPUs), each settled (the middle of its "
+    "bounds), timed (at least the preset's iterations and seconds, the power window inside) "
+    "and profiled; + warm-up x 3 steps + {training:g} s set-up (calibrated); communication "
+    "not added: a lower bound on several GPUs",
+    "micro": "repetitions x phases (4; + the A/A repeat in fig8, fig9, contention and v2; + 2 "
+    "zero-byte controls where the all-reduce moves data) x (settling at its lower bound + the "
+    "timed pass, at least the preset's iterations and seconds or the power window + the "
+    "profiled iterations) at the compute's time on one H200, + set-up per configuration "
+    "calibrated on quick, one H200 (fig6 {fig6:g} s, fig8 {fig8:g}, fig7 {fig7:g}, contention "
+    "{contention:g}, v2 {v2:g})",
     "measured": "the figure's measured wall time (tiny on 2 CPU cores: {tiny}), split evenly "
     "over its configurations",
     "not run": "recorded 'not run' before anything is built: nothing beyond the start-up",
@@ -121,9 +138,10 @@ def _itemsize(precision: str) -> int:
     return 4 if precision in ("fp32", "tf32") else 2
 
 
-def microbench_phases(figure: str) -> int:
-    """Phases a microbenchmark repetition measures: four, five with the A/A repeat."""
-    return len(MICROBENCH_PHASES) + spec_of(figure).runs_noise_floor
+def microbench_phase_count(figure: str, comm: str, world: int) -> int:
+    """Phases a microbenchmark repetition measures (artifact.phases.microbench_phases)."""
+    moves_data = comm == "allreduce" and world > 1
+    return len(microbench_phases(spec_of(figure).runs_noise_floor, moves_data))
 
 
 def model_at(preset: Preset, name: str) -> ModelConfig:
@@ -211,11 +229,6 @@ def step_seconds(
     return 6 * n * mb * nmb * model.seq_len / (world * rates[(par, prec)]) * bubble
 
 
-def _windowed(window_s: float, step_s: float) -> float:
-    """measure_power: steps repeated until the window is over (at least one)."""
-    return 0.0 if window_s <= 0 else max(1, math.ceil(window_s / step_s)) * step_s
-
-
 def _gemm_s(precision: str, size: int) -> float:
     return ref.of("gemm_8192_ms", precision) * 1e-3 * (size / 8192) ** 3
 
@@ -253,7 +266,8 @@ class Target:
 
 def _training_rows(t: Target, fig: str) -> list[Row]:
     p, world, rows = t.preset, t.world, []
-    phases, powered = len(TRAINING_PHASES), len(TRAINING_MODES)
+    phases = len(training_phases(world))
+    traced = phases - 1  # every phase but the A/A repeat keeps rep 0's trace
     for name, par, mb, prec in training_grid(p, fig):
         m = model_at(p, name)
         need = training_memory(m, par, mb, prec, world, p.global_batch)
@@ -264,19 +278,22 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
         fits = need <= t.cap
         why_not = CPU_UNSUPPORTED.get(prec) if t.device == "cpu" else None
         runs = fits and not why_not
-        iters = (p.fp32_iters if prec in ("fp32", "tf32") else None) or p.iters_per_rep
+        slow = prec in ("fp32", "tf32")
+        iters = (p.fp32_iters if slow else None) or p.iters_per_rep
         nmb = max(1, p.global_batch // mb)
         passes = m.layers * iters if par == "fsdp" else -(-m.layers // world) * nmb * iters
         # traces: rep 0 of every phase but the A/A repeat, each rank
-        traces = powered * world * passes * ref.of("trace_bytes_per_layer_pass", par)
+        traces = traced * world * passes * ref.of("trace_bytes_per_layer_pass", par)
         records = p.reps * phases * ref.of("record_bytes", fig)
         secs, method = 0.0, "measured"
         if t.device == "cuda":
             step = step_seconds(m, par, mb, prec, world, p.global_batch, t.rates)
             step *= RECOMPUTE_COST if recompute else 1
-            steps = p.warmup * len(TRAINING_MODES) + PASSES * iters * phases * p.reps
-            power = p.reps * powered * _windowed(p.power_window_s, step)
-            secs, method = steps * step + power + ref.of("setup_s", "training"), "flops"
+            timed = p.fp32_timed_iters if slow else None
+            phase = phase_seconds(p, step, iters, training=True, timed_iters=timed)
+            warmup = len(TRAINING_MODES) * step
+            secs = warmup + p.reps * phases * phase + ref.of("setup_s", "training")
+            method = "flops"
         note = "" if fits else f"not run: {need / GIB:.0f} GiB > {t.gpu_memory_gib:g}"
         note = f"not run: {why_not}" if fits and why_not else note
         note = "; ".join(x for x in ("recompute on" if recompute else "", note) if x)
@@ -291,23 +308,26 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
     return rows
 
 
-def _microbench_costs(p: Preset, fig: str, i: int, t_iter: float, world: int) -> tuple:
+def _microbench_costs(
+    p: Preset, fig: str, i: int, t_iter: float, world: int, comm: str = "allreduce"
+) -> tuple:
     """(seconds per repetition, record bytes, trace bytes, extra note) of one microbenchmark row."""
     reps = spec_of(fig).default_reps(p)
     if fig == "fig7":
         block_s = max(FIG7_MIN_BLOCK_S, p.power_window_s / 2)
         series = ref.value("fig7_series_bytes")
         return len(FIG7_BLOCKS) * block_s, reps * ref.of("record_bytes", fig), series, ""
+    phases = microbench_phase_count(fig, comm, world)
     # rep 0's trace of every phase but the A/A repeat, each rank
-    traces = len(MICROBENCH_PHASES) * world * ref.value("micro_trace_bytes")
-    phases = microbench_phases(fig)
+    traces = (phases - spec_of(fig).runs_noise_floor) * world * ref.value("micro_trace_bytes")
     records = reps * phases * ref.of("record_bytes", fig)
-    if fig == "v2":
+    if fig == "v2":  # V2: no power window and no time floor (artifact.experiments.v2)
         frac = p.v2.delay_fractions[i]
-        per_rep = phases * PASSES * p.iters_per_rep * t_iter * (1 + frac)
-        return per_rep, records, traces, f"delay {frac:g} x compute"
-    windows = len(MICROBENCH_PHASES) * _windowed(p.power_window_s, t_iter)
-    return windows + phases * PASSES * p.iters_per_rep * t_iter, records, traces, ""
+        step = t_iter * (1 + frac)
+        phase = phase_seconds(p, step, p.iters_per_rep, training=False, timed_s=0, window_s=0)
+        return phases * phase, records, traces, f"delay {frac:g} x compute"
+    phase = phase_seconds(p, t_iter, p.iters_per_rep, training=False)
+    return phases * phase, records, traces, ""
 
 
 def _microbench_rows(t: Target, fig: str) -> list[Row]:
@@ -324,7 +344,7 @@ def _microbench_rows(t: Target, fig: str) -> list[Row]:
     for i, (comm, prec, size, comm_bytes) in enumerate(grid):
         gemm = ref.values("gemm_8192_ms")
         t_iter = p.microbench.matmuls_per_iter * _gemm_s(prec if prec in gemm else "bf16", size)
-        per_rep, records, traces, extra = _microbench_costs(p, fig, i, t_iter, world)
+        per_rep, records, traces, extra = _microbench_costs(p, fig, i, t_iter, world, comm)
         notes = ["one-GPU proxy" if comm != "allreduce" else "", extra]
         if fig in ("fig6", "fig7"):
             notes.append("needs NVML or AMD-SMI, else not run")
@@ -342,18 +362,19 @@ def _microbench_rows(t: Target, fig: str) -> list[Row]:
 
 def _contention_rows(t: Target, fig: str) -> list[Row]:
     sweep, world, rows = t.preset.contention, t.world, []
-    phases = microbench_phases(fig)
     for comm, ctas, kind, size in contention_grid(t.preset, world, t.device):
+        phases = microbench_phase_count(fig, comm, world)
         t_iter = _compute_s(kind)
         window = sweep.power_window_s if size == sweep.power_at_bytes else 0.0
-        windows = len(MICROBENCH_PHASES) * _windowed(window, t_iter)
-        per_rep = windows + phases * PASSES * sweep.iters * t_iter
+        phase = phase_seconds(t.preset, t_iter, sweep.iters, training=False,
+                              timed_iters=sweep.iters, timed_s=0, window_s=window)  # fmt: skip
+        per_rep = phases * phase
         secs = ref.of("setup_s", "contention") + sweep.reps * per_rep
         par = PARALLELISM[comm] if not ctas else f"allreduce-{ctas}cta"
         numel = kind.size if kind.compute == "add" else None
         need = _buffers(kind.size, kind.precision, size, comm, numel) + memory.RUNTIME_OVERHEAD
         fits = need <= t.cap
-        traces = len(MICROBENCH_PHASES) * world * ref.value("micro_trace_bytes")
+        traces = (phases - 1) * world * ref.value("micro_trace_bytes")
         rows.append(
             Row(fig, kind.name, par, kind.precision, None, world, need / GIB,
                 "buffers", fits, secs if fits else 0.0, secs, "micro",

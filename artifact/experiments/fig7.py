@@ -25,6 +25,8 @@ from torch.profiler import profile
 from artifact.experiments import fig6, fig8
 from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize
+from artifact.phases import FIG7_BLOCKS as BLOCKS
+from artifact.phases import FIG7_MIN_BLOCK_S as MIN_BLOCK_S
 from artifact.runner import (
     RunContext,
     pending,
@@ -37,8 +39,6 @@ from artifact.workloads.microbench import Microbench
 
 log = logging.getLogger(__name__)
 
-BLOCKS = ("overlap", "nocomm", "comm_alone", "sequential")
-MIN_BLOCK_S = 0.5
 
 
 def _units() -> dict[str, str]:

@@ -23,7 +23,7 @@ from typing import Any
 from artifact import metrics as eq
 from artifact.config import Preset
 from artifact.figures import spec_of
-from artifact.modes import OVERLAP_REPEAT, balanced_order, with_controls, with_repeat
+from artifact.phases import OVERLAP_REPEAT, balanced_order, microbench_phases
 from artifact.options import RunOptions
 from artifact.precision import dtype_of
 from artifact.runner import (
@@ -37,7 +37,7 @@ from artifact.runner import (
     pending,
     stop_requested,
 )
-from artifact.workloads.microbench import PHASES, Microbench, MicrobenchSpec
+from artifact.workloads.microbench import Microbench, MicrobenchSpec
 
 log = logging.getLogger(__name__)
 
@@ -162,13 +162,11 @@ def run_configs(
     (runner.pending). The A/A repeat of the overlap phase runs where the figure derives
     the noise floor (FigureSpec.runs_noise_floor).
     """
-    base = with_repeat(PHASES) if spec_of(ctx.figure).runs_noise_floor else PHASES
-
     def phases_of(point: ConfigPoint) -> tuple[str, ...]:
         # the controls: only an all-reduce between GPUs moves data a claim is judged on
         # (a one-GPU proxy's control is the all-reduce row, which moves nothing)
         between_gpus = point.spec.comm == "allreduce" and ctx.world_size > 1
-        return with_controls(base) if between_gpus else base
+        return microbench_phases(spec_of(ctx.figure).runs_noise_floor, between_gpus)
 
     for point, todo in pending(ctx, todo_configs, phases_of, numbered):
         config_id, config, spec = point

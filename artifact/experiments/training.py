@@ -27,7 +27,7 @@ import torch
 from artifact import capability, memory
 from artifact.config import ModelConfig, get_model
 from artifact.measure.peak import peak_matmul_tflops
-from artifact.modes import Mode, balanced_order, with_controls, with_repeat
+from artifact.phases import TRAINING_MODES, balanced_order, training_phases
 from artifact.runner import (
     BASE_UNITS,
     POWER_UNITS,
@@ -43,22 +43,12 @@ from artifact.runner import (
 
 log = logging.getLogger(__name__)
 
-MODES = (Mode.OVERLAP, Mode.SEQUENTIAL, Mode.NOCOMM)
-# what a repetition measures: the modes and the A/A repeat of overlap (noise floor)
-PHASES = with_repeat(tuple(m.value for m in MODES))
 CPU_NOTE = "CPU (gloo): a functional check, not a measurement of GPU contention"
 UNITS = {**BASE_UNITS, **POWER_UNITS, "mfu": "ratio", "loss": "nats", "tflops_per_gpu": "TFLOP/s"}
 
 
-def phases_of(world_size: int) -> tuple[str, ...]:
-    """A repetition's phases: with several ranks the collectives move data, and the
-    zero-byte controls run beside the modes; with one, overlap and sequential move
-    nothing and are their own controls."""
-    return with_controls(PHASES) if world_size > 1 else PHASES
-
-
 def phase_order(rep: int, world_size: int = 1) -> tuple[str, ...]:
-    return balanced_order(phases_of(world_size), rep)
+    return balanced_order(training_phases(world_size), rep)
 
 
 def recompute_as_asked(ctx: RunContext, spec):
@@ -139,7 +129,7 @@ def run_configs(
     """Measure every mode of every configuration, skipping repetitions already on disk
     and configurations the device cannot run (recorded with their reason). `numbered`:
     this list's place in the figure's configurations (runner.pending)."""
-    phases = phases_of(ctx.world_size)
+    phases = training_phases(ctx.world_size)
     for (config_id, config, spec), todo in pending(ctx, configs, phases, numbered):
         reason, needed = cannot_run(ctx, spec)
         if reason:
@@ -190,7 +180,7 @@ def _measure(
         for mode in MODES:  # the framework's first steps (allocations, buckets), discarded
             ctx.progress(f"{config_id}: warm-up ({mode.value})")
             trainer.step(mode.value)
-        phases = phases_of(ctx.world_size)
+        phases = training_phases(ctx.world_size)
         losses: dict[str, list] = {p: [] for p in phases}  # this repetition's, by phase
 
         def step_of(phase):

@@ -40,9 +40,9 @@ import torch.distributed as dist
 from artifact.measure.kernels import DELAY_MARK
 from artifact.measure.timing import synchronize, timed
 from artifact.modes import Mode, issue, mode_of, moves_zero_bytes
+from artifact.phases import MICROBENCH_PHASES as PHASES
 from artifact.precision import dtype_of, matmul_precision
 
-PHASES = ("nocomm", "comm_alone", "sequential", "overlap")
 COMMS = ("allreduce", "onerank-avg", "copy")
 COMPUTES = ("gemm", "add")
 
