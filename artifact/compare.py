@@ -358,7 +358,9 @@ class Run:
     @property
     def proxy_configs(self) -> list[str]:
         rows = self.judged_rows
-        return sorted(set(rows.loc[rows["parallelism"].astype(str).str.startswith("proxy"), "config_id"]))
+        return sorted(
+            set(rows.loc[rows["parallelism"].astype(str).str.startswith("proxy"), "config_id"])
+        )
 
 
 def _unjudgeable(item, run: Run) -> str | None:
@@ -475,7 +477,10 @@ def judge_item(item, run: Run, checks: list[dict] | None = None) -> list[dict]:
         rows = _rows_with_communication(item, rows, run)
         if rows is None:
             note = f"; {PROXY_NOTE}" if evidence else ""
-            return [_verdict(item, "not applicable", NO_COMMUNICATION_REASON + note, *exp), *evidence]
+            return [
+                _verdict(item, "not applicable", NO_COMMUNICATION_REASON + note, *exp),
+                *evidence,
+            ]
     if rows.empty:
         reason = (
             _not_ran(figures, run) or f"no {metric} rows for {', '.join(figures)} in this folder"
@@ -501,7 +506,9 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     run = Run.load(out)
     control_rows = controls.verdict_rows(run.judged_rows, run.configs)
     if not run.gpus:  # a CPU run checks the code path; its numbers judge nothing
-        control_rows = [c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in control_rows]
+        control_rows = [
+            c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in control_rows
+        ]
     rows_out = [row for item in items for row in judge_item(item, run, control_rows)]
     checks = validation.v1_verdicts(run.summary)
     if (run.summary["figure"] == "v2").any():

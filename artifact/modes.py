@@ -24,7 +24,6 @@ from collections.abc import Callable
 
 import torch
 
-
 from artifact.phases import (  # noqa: F401  (re-exported: the modes' names live there)
     CONTROL_PHASES,
     OVERLAP_CONTROL,

@@ -79,7 +79,6 @@ def balanced_order(phases: tuple[str, ...], rep: int) -> tuple[str, ...]:
     return tuple(phases[i] for i in rows[rep % len(rows)])
 
 
-
 # artifact/experiments/training.py: the three modes and the A/A repeat of overlap
 TRAINING_MODES = (Mode.OVERLAP.value, Mode.SEQUENTIAL.value, Mode.NOCOMM.value)
 TRAINING_PHASES = with_repeat(TRAINING_MODES)

@@ -89,7 +89,10 @@ def equivalence(low: float, high: float, n: int, edges: tuple[float, float]) -> 
     repetitions: a wide interval is no evidence of a match."""
     band = f"[{edges[0]:+.4g}, {edges[1]:+.4g}]"
     if n < MIN_REPETITIONS:
-        return "inconclusive", f"too few repetitions to check (n = {n}; a check needs {MIN_REPETITIONS})"
+        return (
+            "inconclusive",
+            f"too few repetitions to check (n = {n}; a check needs {MIN_REPETITIONS})",
+        )
     if not (math.isfinite(low) and math.isfinite(high)):
         return "inconclusive", "no confidence interval"
     if edges[0] <= low <= high <= edges[1]:

@@ -2,13 +2,12 @@
 
 import functools
 import os
+from collections import Counter
+from itertools import pairwise
 
 import pytest
 import torch
 import torch.distributed as dist
-
-from collections import Counter
-from itertools import pairwise
 
 from artifact.measure import timing
 from artifact.modes import (
@@ -16,7 +15,6 @@ from artifact.modes import (
     Mode,
     balanced_order,
     collectives_for,
-    collectives_in,
     install_collective_modes,
     williams_rows,
 )

@@ -108,7 +108,10 @@ def test_compare_a_slowdown_claim_within_the_floor_is_inconclusive(tmp_path):
     )
     assert (v["mean"], v["ci_low"], v["ci_high"]) == (0.034, 0.011, 0.056)  # sum's own CI
     assert list(proxy.index) == ["onerank"] and proxy.loc["onerank", "verdict"] == "reproduced"
-    assert "Proxy evidence, not counted: proxy: NCCL's one-rank kernel" in proxy.loc["onerank", "reason"]
+    assert (
+        "Proxy evidence, not counted: proxy: NCCL's one-rank kernel"
+        in proxy.loc["onerank", "reason"]
+    )
 
 
 def test_compare_a_slowdown_claim_that_clears_the_floor_is_reproduced(tmp_path):

@@ -18,7 +18,6 @@ read too.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable
 from typing import Any
 

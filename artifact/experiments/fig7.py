@@ -40,7 +40,6 @@ from artifact.workloads.microbench import Microbench
 log = logging.getLogger(__name__)
 
 
-
 def _units() -> dict[str, str]:
     u = {f"power_{s}_pct_tdp": "%" for s in power.STATES}
     u |= {f"block_{b}_pct_tdp": "%" for b in BLOCKS}

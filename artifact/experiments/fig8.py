@@ -23,8 +23,8 @@ from typing import Any
 from artifact import metrics as eq
 from artifact.config import Preset
 from artifact.figures import spec_of
-from artifact.phases import OVERLAP_REPEAT, balanced_order, microbench_phases
 from artifact.options import RunOptions
+from artifact.phases import OVERLAP_REPEAT, balanced_order, microbench_phases
 from artifact.precision import dtype_of
 from artifact.runner import (
     BASE_UNITS,
@@ -162,6 +162,7 @@ def run_configs(
     (runner.pending). The A/A repeat of the overlap phase runs where the figure derives
     the noise floor (FigureSpec.runs_noise_floor).
     """
+
     def phases_of(point: ConfigPoint) -> tuple[str, ...]:
         # the controls: only an all-reduce between GPUs moves data a claim is judged on
         # (a one-GPU proxy's control is the all-reduce row, which moves nothing)

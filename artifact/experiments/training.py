@@ -177,9 +177,9 @@ def _measure(
         iters = ctx.preset.fp32_iters if slow else None
         timed_iters = ctx.preset.fp32_timed_iters if slow else None
         config["iters_per_rep"] = iters or ctx.iters
-        for mode in MODES:  # the framework's first steps (allocations, buckets), discarded
-            ctx.progress(f"{config_id}: warm-up ({mode.value})")
-            trainer.step(mode.value)
+        for mode in TRAINING_MODES:  # the framework's first steps (allocations), discarded
+            ctx.progress(f"{config_id}: warm-up ({mode})")
+            trainer.step(mode)
         phases = training_phases(ctx.world_size)
         losses: dict[str, list] = {p: [] for p in phases}  # this repetition's, by phase
 

@@ -59,6 +59,4 @@ def run(ctx: RunContext) -> None:
             )
         )
         log.info("V2: delay %.3g x compute = %.1f us after each collective", fraction, delay_us)
-    fig8.run_configs(
-        ctx, configs, repeats=repeats, power_window_of=lambda config: 0.0, timed_s=0.0
-    )
+    fig8.run_configs(ctx, configs, repeats=repeats, power_window_of=lambda config: 0.0, timed_s=0.0)

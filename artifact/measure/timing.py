@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 import torch
 
-
 # Every device-wide synchronisation the artifact makes, counted: the seam a test reads to
 # show that a mode's step makes none of its own (the timer's two are the measurement).
 SYNC_CALLS = [0]
