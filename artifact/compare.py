@@ -62,6 +62,7 @@ NEEDS_COMMUNICATION = frozenset(
         "peak_power_increase",
         "mean_power_increase",
         "energy_per_iter_change",
+        "overlap_block_power_gap",
     }
 )
 NO_COMMUNICATION_REASON = (

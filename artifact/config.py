@@ -64,6 +64,10 @@ class MicrobenchConfig:
     dtype: str  # one of PRECISIONS
     comm_bytes: int  # all-reduce payload per rank (paper: 1 GiB)
     matmuls_per_iter: int  # compute work per iteration; comm repeats are calibrated to span it
+    # profiled iterations a pass (0: the preset's iters_per_rep). Eq. 1 and V1 read the
+    # profiled compute: on one H200 three 13 ms iterations left V1 of the no-kernel row at
+    # +-8 points (results/h200x1/session8), and ten more cost about 0.1 s a phase
+    profiled_iters: int = 10
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,7 @@ PRESETS: dict[str, Preset] = {
             iters_per_rep=2,
             cpu_processes=2,
             precision="fp32",  # CPUs have no fast FP16
-            microbench=MicrobenchConfig(256, "fp32", 4 << 20, 4),
+            microbench=MicrobenchConfig(256, "fp32", 4 << 20, 4, profiled_iters=0),
             contention=ContentionConfig(
                 comm_bytes=(256 << 10, 4 * MIB),
                 computes=(

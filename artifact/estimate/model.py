@@ -323,9 +323,11 @@ def _microbench_costs(
     if fig == "v2":  # V2: no power window and no time floor (artifact.experiments.v2)
         frac = p.v2.delay_fractions[i]
         step = t_iter * (1 + frac)
-        phase = phase_seconds(p, step, p.iters_per_rep, training=False, timed_s=0, window_s=0)
+        profiled = p.microbench.profiled_iters or p.iters_per_rep
+        phase = phase_seconds(p, step, profiled, training=False, timed_s=0, window_s=0)
         return phases * phase, records, traces, f"delay {frac:g} x compute"
-    phase = phase_seconds(p, t_iter, p.iters_per_rep, training=False)
+    profiled = p.microbench.profiled_iters or p.iters_per_rep
+    phase = phase_seconds(p, t_iter, profiled, training=False)
     return phases * phase, records, traces, ""
 
 

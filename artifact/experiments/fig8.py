@@ -195,7 +195,7 @@ def run_configs(
                 ),
                 extra={"power": _power_info(ctx)},
                 power_window_s=power_window_of(config) if power_window_of else None,
-                iters=iters,
+                iters=iters or ctx.preset.microbench.profiled_iters or None,
                 timed_iters=iters,
                 timed_s=timed_s,
             )

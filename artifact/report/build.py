@@ -17,7 +17,7 @@ import pandas as pd
 
 from artifact.aggregate import gpus_in
 from artifact.figures import ALL, PAPER_FIGURES, spec_of
-from artifact.report import appendix, plots, validations
+from artifact.report import appendix, instrument, plots, validations
 from artifact.report.document import Doc, to_html, to_latex, to_markdown
 from artifact.report.facts import (
     TITLE,
@@ -128,7 +128,8 @@ def _plot(fig: str, run: Run, bands: list) -> Path | None:
         where = plots.hardware(rows, run.configs, with_n=False)
         return plots.power_trace_figure(traces, run.fig_dir, run.configs, where)
     if spec_of(fig).panels:
-        return plots.bar_figure(fig, run.summary, run.fig_dir, bands, run.configs)
+        flagged = validations.unreliable_eq4(run.summary) if fig == "fig5" else frozenset()
+        return plots.bar_figure(fig, run.summary, run.fig_dir, bands, run.configs, flagged)
     return None
 
 
@@ -189,6 +190,7 @@ def evaluation(doc: Doc, run: Run) -> None:
         run.made += validations.contention_section(doc, run.summary, run.configs, run.fig_dir)
     validations.validation_sections(doc, run.summary, run.configs, run.verdicts, not_run("v2", run))
     validations.power_sampling(doc, run.summary, run.provenance)
+    instrument.passes_section(doc, run.summary)
 
 
 def build(out: Path) -> tuple[Doc, list[Path]]:
@@ -196,7 +198,9 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     first, _ = run_dates(run)
     doc = Doc(title=TITLE, date=f"Measured {first}" if run.ran_on.get("timestamps") else "")
     first_screen(doc, run)
+    instrument.controls_section(doc, run.verdicts)
     verdicts_section(doc, run)
+    instrument.proxy_section(doc, run.verdicts)
     appendix.abstract(doc, run)
     appendix.checklist(doc, run)
     appendix.description(doc, run)

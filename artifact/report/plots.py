@@ -110,8 +110,11 @@ def _save(fig, out_dir: Path, name: str) -> Path:
     return png
 
 
-def _bars(ax, rows: pd.DataFrame, configs: list[str], series: list, scale: float) -> None:
-    """Grouped bars, one group per configuration, with their 95 % CIs."""
+def _bars(
+    ax, rows: pd.DataFrame, configs: list[str], series: list, scale: float, flagged=frozenset()
+) -> None:
+    """Grouped bars, one group per configuration, with their 95 % CIs; a derived bar of a
+    `flagged` configuration (its passes disagree: Eq. 4 unreliable) is hatched."""
     width = 0.8 / len(series)
     x = np.arange(len(configs))
     for i, (mode, metric, label) in enumerate(series):
@@ -124,7 +127,12 @@ def _bars(ax, rows: pd.DataFrame, configs: list[str], series: list, scale: float
         low, high = scale * sel["ci_low"].to_numpy(float), scale * sel["ci_high"].to_numpy(float)
         err = np.nan_to_num(np.vstack([mean - low, high - mean]))
         offset = (i - (len(series) - 1) / 2) * width
-        ax.bar(x + offset, mean, width, yerr=err, capsize=3, label=label)
+        bars = ax.bar(x + offset, mean, width, yerr=err, capsize=3, label=label)
+        if mode == "derived":
+            for bar, config in zip(bars, configs, strict=True):
+                if config in flagged:
+                    bar.set_hatch("xx")
+                    bar.set_edgecolor("red")
     ax.axhline(0, color="black", lw=0.6)
 
 
@@ -146,9 +154,11 @@ def bar_figure(
     out_dir: Path,
     bands: list[tuple[str, float, float, str]],
     configs: dict | None = None,
+    flagged: frozenset[str] = frozenset(),
 ) -> Path | None:
     """Grouped bars over configurations (and fig10's power panel); `bands` are the paper's
-    evaluated numbers as (label, low, high, metric) in the metric's own unit."""
+    evaluated numbers as (label, low, high, metric) in the metric's own unit; derived bars
+    of the `flagged` configurations are hatched (their timed and profiled passes disagree)."""
     spec, configs = spec_of(figure), configs or {}
     rows = summary[summary["figure"] == spec.records]
     first, *more = spec.panels
@@ -172,7 +182,7 @@ def bar_figure(
         layout="constrained",
     )
     for ax, (panel_series, panel_ylabel, scale) in zip(axes[0], panels, strict=True):
-        _bars(ax, rows, ids, panel_series, scale)
+        _bars(ax, rows, ids, panel_series, scale, flagged)
         _bands(ax, bands, {m for _, m, _ in panel_series}, scale)
         ax.set_xticks(np.arange(len(ids)), labels, fontsize=8)
         ax.set_ylabel(panel_ylabel)
@@ -181,7 +191,10 @@ def bar_figure(
     used = rows[rows["metric"].isin(drawn) & rows["config_id"].isin(ids)]
     title = spec.title
     fig.suptitle(f"{title}\n{hardware(used, configs)}; {shared}".rstrip("; "), fontsize=10)
-    fig.supxlabel("error bars: 95% CI over repetitions", fontsize=7)
+    note = "error bars: 95% CI over repetitions"
+    if flagged & set(ids):
+        note += "; hatched red: derived from passes that disagree (timed vs profiled), unreliable"
+    fig.supxlabel(note, fontsize=7)
     return _save(fig, out_dir, figure)
 
 

@@ -1,0 +1,107 @@
+"""The report's sections on the instrument itself: the negative controls (shown before any
+verdict), proxy evidence (the paper's items judged on one-GPU proxies, never counted),
+and how the timed passes went (settling, outlying iterations). Reads verdicts.csv and
+summary.csv only (docs/measurement.md, "The protocol" and "Controls")."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from artifact.report.appendix import measured_text
+from artifact.report.document import Doc
+from artifact.verdicts import of_type
+
+CONTROLS_TEXT = (
+    "A negative control is a measurement whose true value is 0. Each configuration's Eq. 1 "
+    "slowdown and sequential penalty are measured once more with no data moved: with the "
+    "zero-byte control phases where its collectives move data between GPUs, or as "
+    "themselves where nothing moves at all (one GPU). A control holds where its whole 95 % "
+    "CI lies within +-1 point, fails where it lies wholly outside, and is inconclusive "
+    "otherwise; a claim that rests on a control that does not hold is inconclusive, and "
+    "every slowdown and penalty with a measured control is judged as the effect beyond it."
+)
+PROXY_TEXT = (
+    "With one GPU an all-reduce moves no data, so the microbenchmark also runs labelled "
+    "proxies (NCCL's one-rank reduction kernel, a device-to-device copy). Below, the "
+    "paper's items judged on each proxy configuration alone: evidence about the mechanism, "
+    "not a reproduction. None of these rows counts in the paper's tally."
+)
+
+
+def _pct(x: float) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:+.2f} %"
+
+
+def controls_section(doc: Doc, verdicts: pd.DataFrame) -> None:
+    controls = of_type(verdicts, "control")
+    doc.h(1, "Negative controls")
+    doc.p(CONTROLS_TEXT)
+    if controls.empty:
+        doc.p("No control was measured in this folder (records made before the controls existed).")
+        return
+    counts = controls["verdict"].value_counts()
+    doc.p("; ".join(f"{v}: {n}" for v, n in counts.items()) + ".")
+    doc.table(
+        ["figure", "configuration", "control", "mean [95% CI]", "n", "verdict"],
+        [
+            [r.figure, r.config_id, "Eq. 1 slowdown" if r.item == "control_slowdown" else "sequential penalty",
+             f"{_pct(r.mean)} [{_pct(r.ci_low)}, {_pct(r.ci_high)}]", f"{int(r.n)}", r.verdict]
+            for r in controls.itertuples()
+        ],
+    )  # fmt: skip
+
+
+def proxy_section(doc: Doc, verdicts: pd.DataFrame) -> None:
+    proxies = of_type(verdicts, "proxy")
+    if proxies.empty:
+        return
+    doc.h(2, "Proxy evidence (one GPU; not counted)")
+    doc.p(PROXY_TEXT)
+    doc.table(
+        ["figure", "statement", "proxy configuration", "this run: mean [95% CI]", "n", "verdict", "why"],
+        [
+            [r.figure, r.statement, r.config_id, measured_text(r),
+             "-" if pd.isna(r.n) else f"{int(r.n)}", r.verdict, r.reason]
+            for r in proxies.itertuples()
+        ],
+    )  # fmt: skip
+
+
+def _per_config(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
+    rows = summary[(summary["metric"] == metric) & (summary["mode"] != "derived")]
+    return rows.groupby(["figure", "config_id"])["mean"]
+
+
+def passes_section(doc: Doc, summary: pd.DataFrame) -> None:
+    """How the timed passes went: settling and outlying iterations, per configuration."""
+    doc.h(3, "Timed passes: settling and outlying iterations")
+    doc.p(
+        "Before its timed pass each phase settles: its own work runs until the last three "
+        "step times and SM clocks agree within 5 %, within the preset's bounds. The timed "
+        "pass's E2E is its median iteration; an iteration more than 5 scaled MADs (and 5 %) "
+        "from it is an outlier, counted here and left in the records (`e2e_iterations_ms`)."
+    )
+    if "settled" not in set(summary["metric"]):
+        doc.p("Not recorded in this folder (records made before settling existed).")
+        return
+    settled = _per_config(summary, "settled").mean()
+    outliers = _per_config(summary, "e2e_outliers").sum()
+    iters = _per_config(summary, "timed_iters").mean()
+    settle_s = _per_config(summary, "settle_s").mean()
+    rows = [
+        [fig, cid, f"{100 * settled[(fig, cid)]:.0f} %", f"{settle_s[(fig, cid)]:.2f}",
+         f"{iters[(fig, cid)]:.0f}", f"{outliers.get((fig, cid), 0):.1f}"]
+        for fig, cid in settled.index
+    ]  # fmt: skip
+    flagged = sum(1 for r in rows if float(r[5]) > 0)
+    doc.p(
+        f"{flagged} of {len(rows)} configuration(s) had outlying iterations (mean count per "
+        "repetition, summed over phases)."
+    )
+    doc.table(
+        ["figure", "configuration", "phases settled", "settle (s)", "timed iterations",
+         "outliers per repetition"],
+        rows,
+    )  # fmt: skip
