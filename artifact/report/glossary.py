@@ -8,7 +8,7 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
     (
         "sequential mode",
-        "every collective is waited for right after it is issued, so no compute kernel runs beside a communication kernel; the paper's 'compute in isolation' baseline.",
+        "every collective is ordered after the compute before it and before the compute after it, by stream order alone (no host waits), so no compute kernel runs beside a communication kernel; the paper's 'compute in isolation' baseline.",
     ),
     (
         "nocomm",
@@ -16,11 +16,23 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
     (
         "A/A check",
-        "the sequential mode measured twice in the same repetition. The difference between two identical passes (Eq. 1 applied to them) is the noise floor.",
+        "the overlap mode measured twice in the same repetition. The difference between two identical passes (Eq. 1 applied to them) is the noise floor.",
     ),
     (
         "noise floor",
-        "the slowdown that two identical sequential passes show (the A/A check): a measured slowdown within it is not evidence of contention.",
+        "the slowdown that two identical overlap passes show (the A/A check): a measured slowdown within it is not evidence of contention.",
+    ),
+    (
+        "negative control",
+        "a measurement whose true value is 0: Eq. 1 and the sequential penalty with no data moved (zero-byte collectives on several GPUs; the configuration itself on one). A control that does not read 0 makes the claims resting on it inconclusive.",
+    ),
+    (
+        "settling",
+        "before each timed pass, the phase's own work runs until its step time and the GPU's clock are steady (bounded), so no phase inherits the previous one's power state.",
+    ),
+    (
+        "Williams design",
+        "an order of the phases across repetitions in which each phase runs first, and follows every other phase, equally often.",
     ),
     (
         "Eq. 1",
@@ -64,10 +76,6 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "proxy",
         "with one GPU an all-reduce moves no data, so the microbenchmark also runs a labelled stand-in beside the compute (NCCL's one-rank kernel, or a device-to-device copy of the same size). Proxy rows are evidence about one GPU only and never count toward the paper's tally.",
-    ),
-    (
-        "negative control",
-        "a measurement where the paper's effect must be absent (for example, no slowdown when nothing runs beside compute); if it shows the effect, the method is at fault, not the paper.",
     ),
     ("n", "the number of repetitions behind a mean; a verdict needs at least 5."),
     (
