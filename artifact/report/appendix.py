@@ -309,7 +309,7 @@ def checklist(doc: Doc, run: Run) -> None:
             f"**Run-time environment:** Linux, Python {as_value(prov.get('python'))}; the Docker images (Dockerfile.cuda, Dockerfile.rocm) pin the whole stack.",
             f"**Hardware:** this run: {hardware_line(prov, run.configs)}. The paper: 4 GPUs of one node (A100, H100, MI250 or MI210). Requirements: C.2.",
             f"**Run-time state:** an idle GPU (GPUs another process uses are refused unless `--allow-shared-device`; this run: {'shared, flagged above' if shared else 'not shared'}); power limits are changed only by fig9 with `--allow-power-cap`, and restored.",
-            "**Execution:** `nox -s all`: torchrun starts one process per GPU; each repetition runs every mode (overlap, sequential, nocomm), timed, then profiled, then under the power sampler.",
+            "**Execution:** `nox -s all`: torchrun starts one process per GPU; each repetition runs every phase (overlap, sequential, nocomm, the A/A repeat of overlap, and on several GPUs the zero-byte controls) in its row of a balanced order; each phase settles, is timed under the power sampler, then profiled.",
             "**Metrics:** kernel time by class, E2E iteration time, overlap fraction, MFU, power (mean from the energy counter, peak from the instant field) and energy.",
             "**Output:** summary.csv, verdicts.csv, this report (Markdown, HTML, LaTeX) and its figures.",
             f"**Experiments:** this run {_figures_line(run)}.",
@@ -408,7 +408,7 @@ def installation(doc: Doc) -> None:
 def workflow(doc: Doc) -> None:
     doc.h(1, "E. Experiment workflow")
     doc.p(
-        "`nox -s all` prints the plan (memory, time and disk of every configuration), runs every experiment into one folder (`results/<time>-<preset>/`), going on past a failing one, then `summarize` (summary.csv, 95% CIs), `compare` (verdicts.csv) and `report` (this appendix). In each experiment torchrun starts one process per GPU; each repetition runs every mode in rotated order; records are written atomically and a new run into the same folder resumes where the last one stopped."
+        "`nox -s all` prints the plan (memory, time and disk of every configuration), runs every experiment into one folder (`results/<time>-<preset>/`), going on past a failing one, then `summarize` (summary.csv, 95% CIs), `compare` (verdicts.csv) and `report` (this appendix). In each experiment torchrun starts one process per GPU; each repetition runs every phase in its row of a balanced (Williams) order, each settled, timed and profiled; records are written atomically and a new run into the same folder resumes where the last one stopped."
     )
     quick, tiny = (reference.values(n) for n in ("quick_h200_measured_s", "tiny_measured_s"))
     doc.p(
