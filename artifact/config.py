@@ -260,6 +260,11 @@ def get_preset(name: str) -> Preset:
         raise bad_choice("preset", name, PRESETS) from None
 
 
+def default_preset(has_gpu: bool) -> str:
+    """The preset a run, plan or `all` takes without --preset: quick with a GPU, tiny without."""
+    return "quick" if has_gpu else "tiny"
+
+
 def check_device(name: str) -> str:
     if name not in DEVICES:
         raise bad_choice("device", name, DEVICES)

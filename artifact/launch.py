@@ -110,6 +110,7 @@ def launch(
     log_path: Path,
     hang_s: float = DEFAULT_HANG_S,
     echo: Callable[[str], Any] | None = None,
+    rank_env: dict[str, str] | None = None,
     **kwargs: Any,
 ) -> Outcome:
     """Run the ranks to completion, every line of their output in `log_path` and handed
@@ -125,6 +126,7 @@ def launch(
     progress = log_path.with_suffix(".progress")
     progress.unlink(missing_ok=True)
     env = {**child_env(kwargs["device"]), "PYTHONUNBUFFERED": "1", "ARTIFACT_HANG_S": str(hang_s)}
+    env |= rank_env or {}  # the CLI's word on the GPUs' other processes (procs.gpus_idle_env)
     cli = os.getpid()  # torchrun's parent: if it is gone before torchrun's prctl, so is torchrun
     with log_path.open("a", buffering=1) as log:  # by line: `tail -f` follows the run
         log.write(f"{RUN_HEADER} {' '.join(torchrun_command(**kwargs))}\n")

@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from artifact.config import PRESETS, Preset, get_preset
+from artifact.config import PRESETS, Preset, default_preset, get_preset
 from artifact.errors import ArtifactError
 from artifact.estimate import model
 from artifact.estimate.model import Row, build, figures_of, totals
@@ -52,7 +52,7 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row]]:
     """Check the arguments (ArtifactError naming the bad value) and build the rows."""
     figures = figures_of(args.figures)
     found = visible_gpus()
-    preset = get_preset(args.preset or ("quick" if found else "tiny"))
+    preset = get_preset(args.preset or default_preset(found > 0))
     if args.gpus is not None and args.gpus < 1:
         raise ArtifactError(f"--gpus must be at least 1, got {args.gpus}")
     if not args.gpu_memory_gib > 0 or math.isinf(args.gpu_memory_gib):

@@ -187,9 +187,6 @@ def stop_requested(ctx: RunContext) -> None:
         raise StopRequested()
 
 
-SHARED_ENV = "ARTIFACT_ALLOW_SHARED_DEVICE"  # set by the CLI's --allow-shared-device
-
-
 def check_gpu_alone(ctx: RunContext) -> None:
     """After each configuration: no other job has started on our GPUs meanwhile (its
     load would enter every number). Every rank looks at its own GPU and all agree."""
@@ -197,7 +194,7 @@ def check_gpu_alone(ctx: RunContext) -> None:
     gpu = {ctx.gpu_index: ctx.power_backend}
     mine = procs.other_gpu_processes(gpu, ours, visible_only=True)
     found = [p for rank in gather(mine) for p in rank]
-    procs.refuse_shared(found, allow=os.environ.get(SHARED_ENV) == "1")
+    procs.refuse_shared(found, allow=os.environ.get(procs.ALLOW_SHARED_ENV) == "1")
 
 
 def rep_done(ctx: RunContext, config_id: str, phases: tuple[str, ...], rep: int) -> bool:

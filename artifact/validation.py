@@ -24,6 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from artifact.aggregate import v2_delays
+from artifact.results import Results
 from artifact.verdicts import as_sentence, equivalence
 
 # V1 is an equivalence check: it holds where the gap's whole CI lies within +-1 % (smaller
@@ -187,3 +188,12 @@ def v2_verdicts(summary: pd.DataFrame, configs: dict[str, dict], records: list[d
         )
         for c in v2_checks(v2_delays(summary, configs), records)
     ]
+
+
+def check_verdicts(run: Results) -> list[dict]:
+    """The artifact's own checks on a results folder: V1 a configuration, then V2's
+    predictions where v2 ran (fitted on its records, per repetition)."""
+    checks = v1_verdicts(run.summary)
+    if (run.summary["figure"] == "v2").any():
+        checks += v2_verdicts(run.summary, run.configs, run.records("v2"))
+    return checks

@@ -92,7 +92,7 @@ def _context(args: argparse.Namespace, local_rank: int, device, backend: str) ->
         "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", 1)) if world > 1 else 1,
         "power_backend": telemetry.name,
         # set by the CLI's --allow-shared-device when other jobs used the GPU
-        "other_gpu_processes": os.environ.get("ARTIFACT_SHARED_GPU_PROCESSES", ""),
+        "other_gpu_processes": os.environ.get(procs.SHARED_PROCESSES_ENV, ""),
     }
     options = RunOptions.from_json(json.loads(args.options))
     return RunContext(
