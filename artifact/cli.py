@@ -23,17 +23,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from artifact import env as envmod
-from artifact import procs, progress, runplan
-from artifact.config import (
+from artifact.core.config import (
     PRECISIONS,
     check_device,
     default_preset,
     get_preset,
 )
-from artifact.errors import ArtifactError, check_positive
+from artifact.core.errors import ArtifactError, check_positive
+from artifact.core.options import RunOptions
+from artifact.estimate.memory import RECOMPUTE_CHOICES
 from artifact.figures import spec_of
-from artifact.memory import RECOMPUTE_CHOICES
-from artifact.options import RunOptions
+from artifact.run import procs, progress, runplan
 
 # soft wrap, for every print: a line longer than the terminal (or than 80 columns in a
 # log) stays one line, so a reason or a path is not cut mid-way and grep finds it
@@ -204,8 +204,8 @@ def _interrupted(store, figure: str, why: str, reps: int, out: Path) -> int:
 
 
 def _launch(args, log_path, figure, preset, device, out, reps, nproc, options, rank_env):
-    """The ranks, run under the live display of their progress (artifact/progress.py)."""
-    from artifact import launch
+    """The ranks, run under the live display of their progress (artifact/run/progress.py)."""
+    from artifact.run import launch
 
     beacon = log_path.with_suffix(".progress")
     beacon.unlink(missing_ok=True)  # a killed run's beacon would show where that run was
@@ -233,7 +233,7 @@ def launch_and_report(
     args, figure, preset, device, out, reps, nproc, options, rank_env=None
 ) -> int:
     """Start the ranks, record how they ended in status/, and print a digest of the summary."""
-    from artifact import launch
+    from artifact.run import launch
     from artifact.store import RunStore
 
     log_path = out / "logs" / f"{figure}.log"
@@ -292,7 +292,7 @@ def _print_outcome(args, store, figure: str, out: Path) -> int:
         console.print(f"{figure}: {config_id}: {st['status']}: {st['reason']}")
     if not store.record_count():  # counted, not read: write_summary reads them
         return 0
-    from artifact.summarize import write_summary
+    from artifact.analyze.summarize import write_summary
 
     summary = write_summary(out, allow_mixed=args.allow_mixed)
     print_digest(summary[summary["figure"] == figure], figure, out)
@@ -342,7 +342,7 @@ def print_summary(df, title: str) -> None:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from artifact.summarize import write_summary
+    from artifact.analyze.summarize import write_summary
 
     out = Path(args.dir)
     summary = write_summary(out, allow_mixed=args.allow_mixed)
@@ -380,8 +380,8 @@ def cmd_restore_caps(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from artifact.compare import write_verdicts
-    from artifact.verdicts import tally
+    from artifact.judge.compare import write_verdicts
+    from artifact.judge.verdicts import tally
 
     out = Path(args.dir)
     if not out.is_dir():

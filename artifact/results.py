@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from artifact.aggregate import gpus_in, load_summary
+from artifact.analyze.aggregate import gpus_in, load_summary
+from artifact.judge.verdicts import load_verdicts
 from artifact.store import RunStore
-from artifact.verdicts import load_verdicts
 from artifact.workloads import beyond_paper
 
 

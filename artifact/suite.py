@@ -4,7 +4,7 @@ verdicts and report (`nox -s all` calls it).
 The plan's summary comes first; each figure runs in its own `python -m artifact run`
 process, so one that fails leaves the others running; a figure drawn from another's
 records (fig5) runs nothing. Exit 1 where any figure or stage failed, naming the failed figures at the end; exit 2
-only where the machine cannot run it at all (artifact.preflight).
+only where the machine cannot run it at all (artifact.run.preflight).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import sys
 import time
 from collections.abc import Callable
 
-from artifact import preflight
-from artifact.config import default_preset
+from artifact.core.config import default_preset
 from artifact.figures import REGISTRY
-from artifact.progress import FIGURE_ENV
+from artifact.run import preflight
+from artifact.run.progress import FIGURE_ENV
 
 
 def _value(args: list[str], flag: str) -> str | None:
@@ -57,7 +57,7 @@ def run_all(args: list[str], say: Callable[[str], None] = print) -> int:
             say(f"{fig}: drawn from the records of {spec.records}")
             continue
         started = time.monotonic()
-        # the run's display shows "figure k/N" (artifact/progress.py)
+        # the run's display shows "figure k/N" (artifact/run/progress.py)
         place = {FIGURE_ENV: f"{runs.index(fig) + 1}/{len(runs)}"}
         rc = artifact("run", fig, *args, "--only-applicable", env={**os.environ, **place})
         took[fig] = time.monotonic() - started

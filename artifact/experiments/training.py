@@ -9,7 +9,7 @@ step(phase) -> loss, params, model_flops_per_step(world) and close() (frees its 
 before the next configuration is built).
 
 Before a configuration is built, the device is asked whether it can run it
-(artifact.capability: the precision, and the estimated memory against the free
+(artifact.run.capability: the precision, and the estimated memory against the free
 memory). One it cannot run, or one that runs out of memory, is recorded "not run" with
 the reason in status/<figure>.json, and the figure goes on with the rest.
 """
@@ -24,11 +24,12 @@ from typing import Any
 
 import torch
 
-from artifact import capability, memory
-from artifact.config import ModelConfig, get_model
+from artifact.core.config import ModelConfig, get_model
+from artifact.core.phases import TRAINING_MODES, balanced_order, training_phases
+from artifact.estimate import memory
 from artifact.measure.peak import peak_matmul_tflops
-from artifact.phases import TRAINING_MODES, balanced_order, training_phases
-from artifact.runner import (
+from artifact.run import capability
+from artifact.run.runner import (
     BASE_UNITS,
     POWER_UNITS,
     ConfigPoint,
@@ -53,7 +54,7 @@ def phase_order(rep: int, world_size: int = 1) -> tuple[str, ...]:
 
 def recompute_as_asked(ctx: RunContext, spec):
     """The spec with recomputation as `--recompute` asks (auto: the preset's memory rule,
-    artifact.memory.with_recompute), and why it is on ("" when off)."""
+    artifact.estimate.memory.with_recompute), and why it is on ("" when off)."""
     choice = ctx.options.recompute or "auto"
     return memory.with_recompute(spec, ctx.world_size, choice, ctx.preset.recompute_above_gib)
 

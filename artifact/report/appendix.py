@@ -7,11 +7,13 @@ from __future__ import annotations
 import math
 import tomllib
 
-from artifact.config import get_preset
+from artifact.core.config import get_preset
+from artifact.core.units import duration, size
 from artifact.env import REPO_ROOT
 from artifact.estimate import build, figures_of, reference, totals
-from artifact.expected import load_expected
 from artifact.figures import ALL, OWN_RECORDS, REGISTRY, spec_of
+from artifact.judge.expected import load_expected
+from artifact.judge.verdicts import VERDICTS, paper_items
 from artifact.report.document import Doc
 from artifact.report.facts import (
     PINNED,
@@ -27,8 +29,6 @@ from artifact.report.glossary import GLOSSARY
 from artifact.report.plots import model_name
 from artifact.report.runtime import figure_time
 from artifact.results import Results
-from artifact.units import duration, size
-from artifact.verdicts import VERDICTS, paper_items
 
 EVALUATED = ("reproduced", "not reproduced", "inconclusive")  # judged either way, or not yet
 
@@ -304,7 +304,7 @@ def checklist(doc: Doc, run: Results) -> None:
             "**Algorithm:** the paper's Eq. 1 (compute slowdown), Eq. 3 and Eq. 4 (ideal E2E, derived), the sequential penalty; overlap fraction by an interval sweep over profiler traces; 95% CIs over repetitions. Terms: section I (glossary).",
             f"**Program:** PyTorch {as_value(prov.get('torch'))}, DeepSpeed {as_value(prov.get('deepspeed'))}, Megatron-core {as_value(prov.get('megatron_core'))}, NCCL {as_value(prov.get('nccl'))} (this run; what is pinned: C.3), NVML / AMD-SMI.",
             "**Compilation:** none (Python). On a CPU, DeepSpeed builds its shared-memory op on first use (about 40 s).",
-            f"**Model:** GPT-3 1.3B-13B and LLaMA-2 13B shapes (artifact/config.py), randomly initialised; no weights are downloaded. This run: {_models(run)}.",
+            f"**Model:** GPT-3 1.3B-13B and LLaMA-2 13B shapes (artifact/core/config.py), randomly initialised; no weights are downloaded. This run: {_models(run)}.",
             "**Data set:** synthetic token sequences made on the device (artifact/workloads/models.py); nothing is downloaded.",
             f"**Run-time environment:** Linux, Python {as_value(prov.get('python'))}; the Docker images (Dockerfile.cuda, Dockerfile.rocm) pin the whole stack.",
             f"**Hardware:** this run: {hardware_line(prov, run.configs)}. The paper: 4 GPUs of one node (A100, H100, MI250 or MI210). Requirements: C.2.",
@@ -349,7 +349,7 @@ def description(doc: Doc, run: Results) -> None:
     doc.items(
         [
             "**GPUs:** 4 of one node for the paper's claims (a collective on one GPU moves no data: the training figures' overlap items are then not applicable); 1 GPU for the quick preset; a CPU for the tiny functional check. NVIDIA (CUDA 13, driver R580 or newer) or AMD (ROCm).",
-            f"**GPU memory:** quick needs at most {peak:.0f} GiB per GPU (artifact.memory's estimate, FP32 rows); paper on 4 GPUs: {paper['fit']} of {paper['configurations']} configurations fit 80 GiB, {fits_141['fit']} fit 141 GiB; the rest are recorded 'not run' with their estimate (`nox -s plan -- --preset paper --gpus 4`).",
+            f"**GPU memory:** quick needs at most {peak:.0f} GiB per GPU (artifact.estimate.memory's estimate, FP32 rows); paper on 4 GPUs: {paper['fit']} of {paper['configurations']} configurations fit 80 GiB, {fits_141['fit']} fit 141 GiB; the rest are recorded 'not run' with their estimate (`nox -s plan -- --preset paper --gpus 4`).",
             "**Interconnect:** the collectives run over the node's GPU links (NVLink / NVSwitch, AMD Infinity Fabric, or PCIe); their bandwidth sets how long communication runs beside compute, so slowdowns are comparable only on similar links. Several nodes: torchrun rendezvous (docs/slurm.md).",
             "**Root, for fig9 only:** setting power limits needs root on the GPU (`--allow-power-cap`; in Docker `--user root --cap-add SYS_ADMIN`, docs/docker.md). Without it fig9 is recorded 'not run' and nothing on the GPU changes.",
             "**Power telemetry:** NVML or AMD-SMI for Figs. 6 and 7 and every power number; without it those are 'not run'.",
@@ -372,7 +372,7 @@ def description(doc: Doc, run: Results) -> None:
     )
     doc.h(2, "C.5 Models")
     doc.p(
-        f"GPT-3 XL (1.3B), 2.7B, 6.7B, 13B and LLaMA-2 13B, built from their papers' shapes (artifact/config.py), randomly initialised. This run: {_models(run)}."
+        f"GPT-3 XL (1.3B), 2.7B, 6.7B, 13B and LLaMA-2 13B, built from their papers' shapes (artifact/core/config.py), randomly initialised. This run: {_models(run)}."
     )
     doc.h(2, "C.6 What differs from the paper's setup")
     doc.items(deviations_from_paper(run))

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from artifact.aggregate import gpus_in
+from artifact.analyze.aggregate import gpus_in
 from artifact.figures import ALL, PAPER_FIGURES, spec_of
+from artifact.judge.verdicts import as_sentence, paper_items, tally
 from artifact.report import appendix, instrument, plots, validations
 from artifact.report.document import Doc, to_html, to_latex, to_markdown
 from artifact.report.facts import (
@@ -30,7 +31,6 @@ from artifact.report.facts import (
 )
 from artifact.results import Results
 from artifact.store import atomic_write_text
-from artifact.verdicts import as_sentence, paper_items, tally
 from artifact.workloads import beyond_paper
 
 

@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 from artifact.env import FINGERPRINT_KEYS, REPO_ROOT
-from artifact.figure_status import figure_status
+from artifact.judge.figure_status import figure_status
 from artifact.results import Results
 
 TITLE = "Artifact appendix: Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning (Lee et al., arXiv 2507.03114)"

@@ -20,13 +20,13 @@ import signal
 import sys
 from pathlib import Path
 
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 
 
-# The module torchrun runs as (artifact.launch): a rank's parent's command line holds it.
+# The module torchrun runs as (artifact.run.launch): a rank's parent's command line holds it.
 TORCHRUN = "torch.distributed.run"
 
 

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from artifact.aggregate import v2_delays
+from artifact.analyze.aggregate import v2_delays
+from artifact.judge.verdicts import as_sentence, equivalence
 from artifact.results import Results
-from artifact.verdicts import as_sentence, equivalence
 
 # V1 is an equivalence check: it holds where the gap's whole CI lies within +-1 % (smaller
 # gaps are below what the paper's 25-run averages resolve, and a strict "contains 0"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from artifact import runplan
-from artifact.aggregate import configs_of, provenance_of, summarize
-from artifact.errors import ArtifactError
+from artifact.analyze.aggregate import configs_of, provenance_of, summarize
+from artifact.core.errors import ArtifactError
 from artifact.figures import REGISTRY
+from artifact.run import runplan
 from artifact.store import RunStore, check_uniform_env, strict_json
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from artifact.errors import bad_choice
+from artifact.core.errors import bad_choice
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "rocm")
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")

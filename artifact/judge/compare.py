@@ -20,7 +20,7 @@ quantities (slowdown, penalty, % of TDP): absolute times are never in expected/.
 Items are judged per configuration and never average mechanisms: the rows of one-GPU
 proxies are left out of the paper's items and judged apart, one row per proxy
 configuration (item_type "proxy", never in the paper's tally). Every slowdown and
-penalty is judged as the effect beyond its negative control (artifact/controls.py).
+penalty is judged as the effect beyond its negative control (artifact/judge/controls.py).
 An interval shown beside a mean is a 95 % CI of that mean.
 """
 
@@ -35,12 +35,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from artifact import controls, noise, validation
-from artifact.expected import EXPECTED_DIR, load_expected
-from artifact.figure_status import figure_status
+from artifact.analyze import noise
+from artifact.judge import controls, validation
+from artifact.judge.expected import EXPECTED_DIR, load_expected
+from artifact.judge.figure_status import figure_status
+from artifact.judge.verdicts import COLUMNS, MIN_REPETITIONS, as_sentence
 from artifact.results import Results
 from artifact.store import RunStore
-from artifact.verdicts import COLUMNS, MIN_REPETITIONS, as_sentence
 
 CHECK_CPU_REASON = "CPU functional check: the check ran, its numbers are not judged on a CPU."
 CPU_REASON = "CPU functional check: no claim of the paper is evaluated on a CPU."
@@ -365,8 +366,8 @@ def _precondition(item, rows: pd.DataFrame, summary: pd.DataFrame) -> str | None
 
 def _with_evidence(v: dict, item, rows: pd.DataFrame, run: Results, checks: list[dict]) -> dict:
     """n and the CI method of the rows judged; too few repetitions, slowdowns within their
-    A/A noise floor (artifact/noise.py), a negative control that does not read 0
-    (artifact/controls.py) or an unmet precondition make it inconclusive."""
+    A/A noise floor (artifact/analyze/noise.py), a negative control that does not read 0
+    (artifact/judge/controls.py) or an unmet precondition make it inconclusive."""
     n = int(rows["n"].min())
     v["n"] = n
     if "ci_method" in rows:
@@ -388,7 +389,7 @@ def _with_evidence(v: dict, item, rows: pd.DataFrame, run: Results, checks: list
 
 def _not_ran(figures: list[str], run: Results) -> str:
     """Why those of the figures that did not run did not ('' if all ran), as the
-    report's "What ran" says it (artifact.figure_status)."""
+    report's "What ran" says it (artifact.judge.figure_status)."""
     why = [(f, figure_status(f, run.status, run.summary)) for f in figures]
     return "; ".join(
         f"{f}: {detail}" for f, (category, detail) in why if not category.startswith("ran")

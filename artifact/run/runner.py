@@ -33,12 +33,12 @@ import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
 
-from artifact import procs
-from artifact.config import Preset
+from artifact.core.config import Preset
+from artifact.core.options import RunOptions
 from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize, timed
-from artifact.modes import OVERLAP_REPEAT
-from artifact.options import RunOptions
+from artifact.run import procs
+from artifact.run.modes import OVERLAP_REPEAT
 from artifact.store import RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class RunContext:
         return self.rank == 0
 
     def progress(self, what: str, **where: Any) -> None:
-        """Tell the launcher's hang watchdog and the CLI's display (artifact/progress.py)
+        """Tell the launcher's hang watchdog and the CLI's display (artifact/run/progress.py)
         this rank is alive, and where: rank 0 writes OUT/logs/<figure>.progress, JSON with
         `what` and the `where` fields given so far (config_k, config_n, config_id, rep_k,
         rep_n, phase, phase_k, phase_n). A new step, or new fields, is written at once; the
