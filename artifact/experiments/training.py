@@ -41,6 +41,7 @@ from artifact.run.runner import (
     pending,
     stop_requested,
 )
+from artifact.workloads.trainer import Trainer
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ def release_memory(device: torch.device) -> None:
 def run_configs(
     ctx: RunContext,
     configs: list[ConfigPoint],
-    make_trainer: Callable[[Any], Any],
+    make_trainer: Callable[[Any], Trainer],
     numbered: tuple[int, int] | None = None,
 ) -> None:
     """Measure every mode of every configuration, skipping repetitions already on disk
@@ -163,12 +164,12 @@ def _measure(
     config: dict[str, Any],
     spec: Any,
     todo: list[int],
-    make_trainer: Callable[[Any], Any],
+    make_trainer: Callable[[Any], Trainer],
     peak: float,
 ) -> None:
     """Build one configuration's trainer, run its repetitions, and tear it down."""
     ctx.progress(f"{config_id}: setting up {config.get('framework', 'the trainer')}")
-    trainer = make_trainer(spec)
+    trainer: Trainer = make_trainer(spec)
     try:
         flops = trainer.model_flops_per_step(ctx.world_size)
         config = {**config, "params": trainer.params, "peak_tflops_per_gpu": peak}
