@@ -16,8 +16,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import nox
@@ -91,9 +89,9 @@ def _python(session: nox.Session) -> str:
 
 
 def _preflight(py: str, args: list[str]) -> None:
-    """Check the machine before anything is written (artifact/preflight.py): its one-line
+    """Check the machine before anything is written (artifact/run/preflight.py): its one-line
     error, and exit 2, instead of a quiet CPU run in a GPU image."""
-    if subprocess.run([py, "-m", "artifact.preflight", *args]).returncode != 0:
+    if subprocess.run([py, "-m", "artifact.run.preflight", *args]).returncode != 0:
         raise SystemExit(2)  # past nox's session handling: the line above says it all
 
 
@@ -111,56 +109,17 @@ for _fig in EXPERIMENTS:
     nox.session(name=_fig)(_figure_session(_fig))
 
 
-def _has_gpu(py: str) -> bool:
-    code = "import torch; print(int(torch.cuda.is_available()))"
-    return subprocess.run([py, "-c", code], capture_output=True, text=True).stdout.strip() == "1"
-
-
 @nox.session(name="all")
 def all_figures(session: nox.Session) -> None:
     """Every figure into one folder, then summary, verdicts and report; a failing figure does not stop the others."""
+    # the loop is the package's (artifact/suite.py): the plan first, each figure, then the stages
     py = _python(session)
-    args = list(session.posargs)
-    _preflight(py, args)
-    if "--out" not in args:
-        preset = (
-            args[args.index("--preset") + 1]
-            if "--preset" in args
-            else ("quick" if _has_gpu(py) else "tiny")
-        )
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        args += ["--out", str(ROOT / "results" / f"{stamp}-{preset}")]
-    # the plan first: what fits, how long it takes, how much disk (artifact.plan)
-    at = [x for k in ("--preset", "--gpus") if k in args for x in (k, args[args.index(k) + 1])]
-    session.run(py, "-m", "artifact", "plan", "--summary", *at, success_codes=[0, 2])
-    code = "from artifact.figures import REGISTRY as R; print(*(f'{k}={s.records}' for k, s in R.items() if s.records_of))"
-    out_of = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True).stdout
-    served = dict(pair.split("=") for pair in out_of.split())
-    failed, took = [], {}
-    runs = [fig for fig in EXPERIMENTS if fig not in served]
-    for fig in EXPERIMENTS:
-        if fig in served:  # fig5: drawn from fig4's records, never run a second time
-            session.log(f"{fig}: drawn from the records of {served[fig]}")
-            continue
-        started = time.monotonic()
-        # the run's display shows "figure k/N" (artifact/progress.py, FIGURE_ENV)
-        place = {"ARTIFACT_FIGURE_OF": f"{runs.index(fig) + 1}/{len(runs)}"}
-        rc = subprocess.run(
-            [py, "-m", "artifact", "run", fig, *args, "--only-applicable"],
-            env={**os.environ, **place},
-        ).returncode
-        took[fig] = time.monotonic() - started
-        session.log(f"{fig}: exit {rc} after {took[fig]:.0f} s")
-        if rc != 0:  # 0 also when configurations were only skipped (the device cannot run them)
-            failed.append(f"{fig} (exit {rc})")
-    out = args[args.index("--out") + 1]
-    session.run(py, "-m", "artifact", "summarize", out, "--brief", success_codes=[0, 2])
-    session.run(py, "-m", "artifact", "compare", out)
-    session.run(py, "-m", "artifact", "report", out)
-    session.log("wall time: " + ", ".join(f"{f} {s:.0f} s" for f, s in took.items()))
-    session.log(f"results: {out}; report: {out}/report/appendix.html")
-    if failed:
-        session.error(f"failed: {', '.join(failed)} (why: {out}/status/, logs: {out}/logs/)")
+    session.log(f"{py} -m artifact all {' '.join(session.posargs)}")
+    rc = subprocess.run([py, "-m", "artifact", "all", *session.posargs]).returncode
+    if rc == 2:  # the machine cannot run it (preflight): its one line says why
+        raise SystemExit(2)
+    if rc:
+        session.error(f"exit {rc}: a figure or stage failed (the lines above name it)")
 
 
 @nox.session

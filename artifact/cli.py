@@ -23,16 +23,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from artifact import env as envmod
-from artifact import procs, progress, runplan
-from artifact.config import (
+from artifact.core.config import (
     PRECISIONS,
     check_device,
+    default_preset,
     get_preset,
 )
-from artifact.errors import ArtifactError, check_positive
-from artifact.figures import REGISTRY, spec_of
-from artifact.memory import RECOMPUTE_CHOICES
-from artifact.options import RunOptions
+from artifact.core.errors import ArtifactError, check_positive
+from artifact.core.options import RunOptions
+from artifact.estimate.memory import RECOMPUTE_CHOICES
+from artifact.figures import spec_of
+from artifact.run import procs, progress, runplan
 
 # soft wrap, for every print: a line longer than the terminal (or than 80 columns in a
 # log) stays one line, so a reason or a path is not cut mid-way and grep finds it
@@ -110,30 +111,6 @@ def processes(args: argparse.Namespace, device: str, preset) -> int:
     return nproc
 
 
-def _check_gpus_idle(nproc: int, allow: bool) -> None:
-    """Refuse GPUs another job is using, before anything is measured (--allow-shared-device
-    goes on, and every record's provenance names the other processes)."""
-    from artifact.measure import device as gpu_layer
-    from artifact.runner import SHARED_ENV
-
-    gpus = {}
-    for i in (gpu_layer.physical_index(rank) for rank in range(nproc)):
-        try:
-            gpus[i] = gpu_layer.open_gpu(i)
-        except gpu_layer.Unavailable:
-            return  # no telemetry: nothing can tell (the report says there was none)
-    try:
-        others = procs.other_gpu_processes(gpus, {os.getpid()})
-    finally:
-        for g in gpus.values():
-            g.close()
-    procs.refuse_shared(others, allow)
-    if others:
-        console.print(f"measuring beside other processes (--allow-shared-device): {others}")
-        os.environ["ARTIFACT_SHARED_GPU_PROCESSES"] = "; ".join(others)
-    os.environ[SHARED_ENV] = "1" if allow else "0"
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from artifact.store import RunStore, default_out_dir, ensure_writable
 
@@ -147,13 +124,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if lock is None and args.out and Path(args.out).is_dir():
         lock = procs.FolderLock(Path(args.out)).acquire()
     device = resolve_device(args.device)
-    preset = get_preset(args.preset or ("tiny" if device == "cpu" else "quick"))
+    preset = get_preset(args.preset or default_preset(device != "cpu"))
     if device == "cpu" and preset.device != "cpu":
         raise ArtifactError(f"preset {preset.name!r} needs a GPU; on CPU use --preset tiny")
     experiment = spec_of(figure).module()
     nproc = processes(args, device, preset)
+    rank_env: dict[str, str] = {}  # what the ranks are told of the GPUs' other processes
     if device != "cpu":
-        _check_gpus_idle(nproc, args.allow_shared_device)
+        rank_env, others = procs.gpus_idle_env(nproc, args.allow_shared_device)
+        if others:
+            console.print(f"measuring beside other processes (--allow-shared-device): {others}")
     if hasattr(experiment, "check_options"):
         experiment.check_options(preset, options)
     out = Path(args.out) if args.out else default_out_dir(preset.name)
@@ -192,7 +172,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"(status/{figure}.json); nothing to run"
         )
         return _print_outcome(args, store, figure, out)
-    return launch_and_report(args, figure, preset.name, device, out, reps, nproc, options)
+    return launch_and_report(
+        args, figure, preset.name, device, out, reps, nproc, options, rank_env=rank_env
+    )
 
 
 def invocation() -> str:
@@ -221,9 +203,9 @@ def _interrupted(store, figure: str, why: str, reps: int, out: Path) -> int:
     return 130
 
 
-def _launch(args, log_path, figure, preset, device, out, reps, nproc, options):
-    """The ranks, run under the live display of their progress (artifact/progress.py)."""
-    from artifact import launch
+def _launch(args, log_path, figure, preset, device, out, reps, nproc, options, rank_env):
+    """The ranks, run under the live display of their progress (artifact/run/progress.py)."""
+    from artifact.run import launch
 
     beacon = log_path.with_suffix(".progress")
     beacon.unlink(missing_ok=True)  # a killed run's beacon would show where that run was
@@ -234,6 +216,7 @@ def _launch(args, log_path, figure, preset, device, out, reps, nproc, options):
             log_path,
             hang_s=args.hang_timeout_s,
             echo=display.echo,
+            rank_env=rank_env,
             figure=figure,
             preset=preset,
             device=device,
@@ -246,9 +229,11 @@ def _launch(args, log_path, figure, preset, device, out, reps, nproc, options):
         )
 
 
-def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -> int:
+def launch_and_report(
+    args, figure, preset, device, out, reps, nproc, options, rank_env=None
+) -> int:
     """Start the ranks, record how they ended in status/, and print a digest of the summary."""
-    from artifact import launch
+    from artifact.run import launch
     from artifact.store import RunStore
 
     log_path = out / "logs" / f"{figure}.log"
@@ -260,14 +245,17 @@ def launch_and_report(args, figure, preset, device, out, reps, nproc, options) -
         console.print(f"removed {removed} half-written file(s) a killed run left in {out}")
     for stale in procs.clear_stale_build_locks():
         console.print(f"removed a build lock a killed run left behind: {stale}")
-    uses_deepspeed = figure in ("fig4", "fig10", "fig11") and "deepspeed" in options.fsdp_impls
+    # a figure whose FSDP rows may go through DeepSpeed (its spec takes --fsdp-impl)
+    uses_deepspeed = "fsdp_impl" in spec_of(figure).options and "deepspeed" in options.fsdp_impls
     if device == "cpu" and uses_deepspeed and not procs.built("deepspeed_shm_comm"):
         console.print(
             "first use: DeepSpeed builds its CPU communication op now (about 40 s on 2 cores; "
             f"needs a C++ compiler and ninja), once, into {procs.extensions_dir()}"
         )
     try:
-        outcome = _launch(args, log_path, figure, preset, device, out, reps, nproc, options)
+        outcome = _launch(
+            args, log_path, figure, preset, device, out, reps, nproc, options, rank_env or {}
+        )
     except (KeyboardInterrupt, Terminated) as e:
         why = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C (SIGINT)"
         store.write_status(figure, "failed", f"interrupted by {why} (log: logs/{figure}.log)")
@@ -304,34 +292,11 @@ def _print_outcome(args, store, figure: str, out: Path) -> int:
         console.print(f"{figure}: {config_id}: {st['status']}: {st['reason']}")
     if not store.record_count():  # counted, not read: write_summary reads them
         return 0
+    from artifact.analyze.summarize import write_summary
+
     summary = write_summary(out, allow_mixed=args.allow_mixed)
     print_digest(summary[summary["figure"] == figure], figure, out)
     return 0
-
-
-def write_summary(out: Path, allow_mixed: bool = False):
-    """Rebuild OUT/summary.csv from every record under OUT."""
-    from artifact.aggregate import configs_of, provenance_of, summarize
-    from artifact.store import RunStore, check_uniform_env, strict_json
-
-    store = RunStore(out)
-    records = store.records()
-    if not records and not store.status():
-        raise ArtifactError(f"no records under '{store.records_dir}'")
-    planned = runplan.planned_reps(out)  # only what the plan asks for (a --reps 3 run
-    # into a folder that once held 5 reports n = 3)
-    records = [r for r in records if r["rep"] < planned.get(r["figure"], r["rep"] + 1)]
-    check_uniform_env(records, allow_mixed)
-    derived = {name: spec.derived for name, spec in REGISTRY.items()}
-    summary = summarize(records, derived)
-    store.write_text("summary.csv", summary.to_csv(index=False))
-    store.write_text(
-        "configs.json", json.dumps(strict_json(configs_of(records)), indent=1, sort_keys=True)
-    )
-    store.write_text(
-        "provenance.json", json.dumps(strict_json(provenance_of(records)), indent=1, sort_keys=True)
-    )
-    return summary
 
 
 def print_digest(df, figure: str, out: Path) -> None:
@@ -377,6 +342,8 @@ def print_summary(df, title: str) -> None:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
+    from artifact.analyze.summarize import write_summary
+
     out = Path(args.dir)
     summary = write_summary(out, allow_mixed=args.allow_mixed)
     if args.brief:
@@ -413,8 +380,8 @@ def cmd_restore_caps(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from artifact.compare import write_verdicts
-    from artifact.verdicts import tally
+    from artifact.judge.compare import write_verdicts
+    from artifact.judge.verdicts import tally
 
     out = Path(args.dir)
     if not out.is_dir():
@@ -460,6 +427,14 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def cmd_all(args: argparse.Namespace) -> int:
+    from artifact.suite import run_all
+
+    return run_all(
+        args.run_args, say=lambda line: console.print(line, markup=False, highlight=False)
+    )
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -532,6 +507,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=cmd_run)
 
+    every = sub.add_parser(
+        "all",
+        help="every figure into one folder, then summary, verdicts and report "
+        "(takes run's flags; a failing figure does not stop the others)",
+    )
+    every.set_defaults(func=cmd_all)
+
     summ = sub.add_parser("summarize", help="rebuild DIR/summary.csv from DIR/records")
     summ.add_argument("dir")
     summ.add_argument("--allow-mixed", action="store_true")
@@ -587,7 +569,12 @@ def _on_sigint(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "all":  # the flags go on to each figure's `run`, which checks them
+        args.run_args = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGINT, _on_sigint)
     try:

@@ -13,11 +13,11 @@ import os
 import re
 from pathlib import Path
 
-from artifact.config import PRESETS, Preset, get_preset
-from artifact.errors import ArtifactError
+from artifact.core.config import PRESETS, Preset, default_preset, get_preset
+from artifact.core.errors import ArtifactError
+from artifact.core.units import duration, size
 from artifact.estimate import model
 from artifact.estimate.model import Row, build, figures_of, totals
-from artifact.units import duration, size
 
 __all__ = ["Row", "add_arguments", "build", "figures_of", "main", "plan", "render", "run", "totals"]
 
@@ -52,7 +52,7 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row]]:
     """Check the arguments (ArtifactError naming the bad value) and build the rows."""
     figures = figures_of(args.figures)
     found = visible_gpus()
-    preset = get_preset(args.preset or ("quick" if found else "tiny"))
+    preset = get_preset(args.preset or default_preset(found > 0))
     if args.gpus is not None and args.gpus < 1:
         raise ArtifactError(f"--gpus must be at least 1, got {args.gpus}")
     if not args.gpu_memory_gib > 0 or math.isinf(args.gpu_memory_gib):
@@ -91,7 +91,7 @@ def _table(rows: list[Row]) -> list[str]:
     lines = ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=False)) + "  " + t[-1] for t in table]  # fmt: skip
     lines += [
         "",
-        "memory: artifact.memory's estimate (training; within 20 % of the peaks measured "
+        "memory: artifact.estimate.memory's estimate (training; within 20 % of the peaks measured "
         "on an H200) or (buf) the microbenchmark's buffers + 1 GiB runtime",
         *(f"time [{m}]: {model.method_text(m)}" for m in dict.fromkeys(r.method for r in rows)),
         "disk: " + model.disk_text(),

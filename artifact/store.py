@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from artifact import env as envmod
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
 
 SCHEMA_VERSION = 1
 UMASK = os.umask(0o022)  # read the process's umask (only way to read it) ...

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from artifact.measure import device as gpu  # noqa: E402
 from artifact.measure import power  # noqa: E402
 from artifact.measure.peak import peak_matmul_tflops, window_s  # noqa: E402
-from artifact.precision import dtype_of  # noqa: E402
+from artifact.workloads.precision import dtype_of  # noqa: E402
 
 
 def windows(a: torch.Tensor, b: torch.Tensor, seconds: float, nvml, pause: bool) -> list[dict]:

@@ -150,7 +150,7 @@ in_image() {  # in_image KIND [--user UID:GID] CMD...
 }
 
 step "ROCm image: the artifact user holds uid 1000 (the base's own user made way); imports"
-in_image rocm sh -c 'id; python -c "import artifact.preflight, deepspeed.ops.comm.deepspeed_shm_comm_op; print(\"imports ok\")"'
+in_image rocm sh -c 'id; python -c "import artifact.run.preflight, deepspeed.ops.comm.deepspeed_shm_comm_op; print(\"imports ok\")"'
 step "CUDA image: the banner"
 in_image cuda python -c "$(bh inspect --type image --format '{{index .OCIv1.Config.Cmd 2}}' overlap-artifact:cuda)"
 step "CUDA image: no compiler at run time; another uid gets a HOME and a writable results/"

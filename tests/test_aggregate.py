@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from artifact import metrics as eq
-from artifact.aggregate import COLUMNS, MODE_DERIVED, Derived, relative_change, summarize
+from artifact.analyze import metrics as eq
+from artifact.analyze.aggregate import COLUMNS, MODE_DERIVED, Derived, relative_change, summarize
 
 UNITS = {"compute_ms": "ms", "e2e_ms": "ms", "comm_role_ms": "ms"}
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
 from artifact.measure import caps
 from tests.conftest import ROOT, run_cli
 

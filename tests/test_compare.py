@@ -6,11 +6,11 @@ import re
 import pandas as pd
 import pytest
 
-from artifact.aggregate import COLUMNS
-from artifact.compare import compare, load_expected
-from artifact.errors import ArtifactError
+from artifact.analyze.aggregate import COLUMNS
+from artifact.core.errors import ArtifactError
+from artifact.judge.compare import compare, load_expected
+from artifact.judge.verdicts import VERDICTS
 from artifact.store import RunStore
-from artifact.verdicts import VERDICTS
 from tests.conftest import run_cli
 
 EXPECTED = """

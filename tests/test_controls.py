@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from artifact import controls, runner
-from artifact.compare import compare, mean_of_means
-from artifact.verdicts import paper_items, tally
+from artifact.judge import controls
+from artifact.judge.compare import compare, mean_of_means
+from artifact.judge.verdicts import paper_items, tally
+from artifact.run import runner
 from tests.test_compare import _folder, _row
 
 
@@ -138,6 +139,6 @@ def test_a_planted_stall_moves_the_median_e2e_by_under_1_percent():
 
 
 def test_the_control_margin_is_the_checks_margin():
-    from artifact.validation import V1_MARGIN
+    from artifact.judge.validation import V1_MARGIN
 
     assert controls.CONTROL_MARGIN == V1_MARGIN

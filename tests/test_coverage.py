@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from artifact import metrics as eq
+from artifact.analyze import metrics as eq
 
 TRIALS = 2000
 NS = (3, 5, 10, 25)

@@ -15,8 +15,8 @@ import time
 import pandas as pd
 import pytest
 
-from artifact.aggregate import COLUMNS
-from artifact.compare import write_verdicts
+from artifact.analyze.aggregate import COLUMNS
+from artifact.judge.compare import write_verdicts
 from artifact.report import write_report
 from artifact.store import RunStore
 from tests.conftest import ROOT, processes_naming, run_cli

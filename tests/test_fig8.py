@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from artifact.aggregate import COLUMNS
+from artifact.analyze.aggregate import COLUMNS
 
 CONFIG = "matmul-256_fp32_allreduce_4MiB_w2"
 # two ranks: the all-reduce moves data, so the zero-byte controls run beside the modes

@@ -14,11 +14,11 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from artifact import memory
-from artifact.config import get_model, get_preset
-from artifact.errors import ArtifactError
+from artifact.core.config import get_model, get_preset
+from artifact.core.errors import ArtifactError
+from artifact.core.options import RunOptions
+from artifact.estimate import memory
 from artifact.measure import kernels
-from artifact.options import RunOptions
 from tests.conftest import run_cli, spawn_gloo
 
 STEPS = 3
@@ -64,7 +64,7 @@ def _losses(trainer, mode, steps=STEPS):
 
 def _pairs(rank: int) -> dict:
     """3 steps of ZeRO-3 and of FSDP2 from the same weights and data."""
-    from artifact.modes import Mode
+    from artifact.run.modes import Mode
     from artifact.workloads import fsdp2
     from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
 
@@ -101,7 +101,7 @@ def _modes(rank: int, log: list) -> dict:
     """A fresh FSDP2 trainer a mode, 2 steps; the second one profiled and logged."""
     from torch.profiler import profile
 
-    from artifact.modes import Mode
+    from artifact.run.modes import Mode
     from artifact.workloads.fsdp2 import Fsdp2Trainer
     from artifact.workloads.fsdp_deepspeed import FsdpSpec
 
@@ -121,7 +121,7 @@ def _modes(rank: int, log: list) -> dict:
 
 def _variants(rank: int, log: list) -> dict:
     """FSDP2's fp16 path (loss scaler) and its GPU path (built on the meta device), on CPU."""
-    from artifact.modes import Mode
+    from artifact.run.modes import Mode
     from artifact.workloads.fsdp2 import Fsdp2Trainer
     from artifact.workloads.fsdp_deepspeed import FsdpSpec
 

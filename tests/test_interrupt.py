@@ -14,9 +14,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
-from artifact import procs
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
 from artifact.report import plots
+from artifact.run import procs
 from artifact.store import RunStore, atomic_write_text
 from tests.conftest import ROOT, processes_naming, run_cli
 
@@ -92,7 +92,7 @@ def test_a_second_run_into_a_held_folder_is_refused(tmp_path):
 
 
 _CHILD = (
-    "import os, sys; from artifact import procs; "
+    "import os, sys; from artifact.run import procs; "
     "parent = sys.argv[1]; parent = int(parent) if parent.isdigit() else parent; "
     "procs.die_with_parent(parent=parent); print('alive', flush=True)"
 )
@@ -140,7 +140,7 @@ def test_a_truncated_record_is_named(tmp_path):
 
 
 def test_expected_rows_must_be_a_mapping(tmp_path):
-    from artifact.compare import load_expected
+    from artifact.judge.compare import load_expected
 
     (tmp_path / "x.yaml").write_text(
         "figure: fig4\nclaims:\n  - {id: a, statement: s, kind: every_row_positive, "
@@ -193,7 +193,7 @@ def test_a_figure_killed_before_its_rename_leaves_no_file(tmp_path, monkeypatch)
 
 
 def test_the_watchdog_stops_a_run_that_shows_no_progress(tmp_path):
-    from artifact import launch
+    from artifact.run import launch
 
     proc = subprocess.Popen(["sleep", "60"], stdout=subprocess.PIPE)
     progress = tmp_path / "fig8.progress"

@@ -10,8 +10,8 @@ import json
 import pandas as pd
 import pytest
 
-from artifact import memory
-from artifact.config import get_model
+from artifact.core.config import get_model
+from artifact.estimate import memory
 from tests.conftest import ROOT
 
 RUN = ROOT / "results" / "h200x1" / "all-quick"

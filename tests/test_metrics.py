@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from artifact import metrics as eq
+from artifact.analyze import metrics as eq
 
 
 def test_equations_by_hand():

@@ -7,10 +7,10 @@ import math
 import pandas as pd
 import pytest
 
-from artifact import metrics, noise
-from artifact.compare import compare
+from artifact.analyze import metrics, noise
 from artifact.experiments.training import phase_order
-from artifact.modes import OVERLAP_REPEAT, Mode, balanced_order, mode_of, with_repeat
+from artifact.judge.compare import compare
+from artifact.run.modes import OVERLAP_REPEAT, Mode, balanced_order, mode_of, with_repeat
 from tests.conftest import run_cli
 from tests.test_compare import _folder, _row
 

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from artifact import memory, plan
-from artifact.config import get_model, get_preset
-from artifact.errors import ArtifactError
-from artifact.estimate import model, reference
+from artifact import plan
+from artifact.core.config import get_model, get_preset
+from artifact.core.errors import ArtifactError
+from artifact.estimate import memory, model, reference
 from tests.conftest import ROOT
 
 
@@ -133,10 +133,10 @@ def test_fig5_is_fig4():
 
 
 def test_the_plan_prices_the_phases_the_experiments_run():
-    """One torch-free list (artifact/phases.py) that the experiments run and the cost model
+    """One torch-free list (artifact/core/phases.py) that the experiments run and the cost model
     prices: a training repetition has 4 phases on one GPU and 6 (the zero-byte controls)
     on several, and the plan's time grows by exactly that."""
-    from artifact import phases
+    from artifact.core import phases
     from artifact.experiments import fig7, training
     from artifact.workloads import microbench
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
 from artifact.measure import device, power
 
 

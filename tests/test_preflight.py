@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from artifact import launch, preflight
-from artifact.preflight import Machine
+from artifact.run import launch, preflight
+from artifact.run.preflight import Machine
 
 CUDA_IMAGE = Machine(
     image="overlap-artifact:cuda",

@@ -1,4 +1,4 @@
-"""The run's live progress (artifact/progress.py): rank 0's beacon -> configuration,
+"""The run's live progress (artifact/run/progress.py): rank 0's beacon -> configuration,
 repetition and phase k/N, ETA; which lines of the ranks' output reach the console; the
 digest a configuration; and a tiny run's console against its log."""
 
@@ -11,10 +11,11 @@ import pytest
 import torch
 from rich.console import Console
 
-from artifact import cli, progress, runner
-from artifact.config import get_preset
-from artifact.errors import ArtifactError
-from artifact.runner import RunContext
+from artifact import cli
+from artifact.core.config import get_preset
+from artifact.core.errors import ArtifactError
+from artifact.run import progress, runner
+from artifact.run.runner import RunContext
 from artifact.store import RunStore
 from tests.conftest import ROOT, run_cli
 
@@ -211,7 +212,7 @@ SHOWN = [
     "[rank 0] WARNING artifact.experiments.training: gpt-tiny_fsdp_fp16_mb2_w2: not run: FP16 is not supported on this CPU",
     "[rank 1] WARNING megatron.core.timers: something a user should read",
     "Traceback (most recent call last):",
-    '  File "/work/artifact/worker.py", line 120, in main',
+    '  File "/work/artifact/run/worker.py", line 120, in main',
     "ValueError: Type fp16 is not supported on your device.",
     "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
     "/work/artifact/measure/power.py:70: UserWarning: the artifact's own warning",

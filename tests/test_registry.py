@@ -5,10 +5,10 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
+from artifact.core.options import FIELDS
 from artifact.figures import ALL, OWN_RECORDS, REGISTRY, Panel, Series, spec_of
 from artifact.figures.names import figure_names
-from artifact.options import FIELDS
 from tests.conftest import ROOT
 
 H200_SUMMARY = ROOT / "results" / "h200x1" / "all-quick" / "summary.csv"
@@ -89,10 +89,10 @@ def test_an_unknown_figure_is_a_one_line_error():
 def test_the_a_a_repeat_runs_exactly_where_the_noise_floor_is_derived():
     """One declaration decides it (the spec's derived quantities): the experiments' phases
     and the plan's time both read FigureSpec.runs_noise_floor."""
-    from artifact.config import get_preset
+    from artifact.core.config import get_preset
     from artifact.estimate import model
     from artifact.experiments import training
-    from artifact.modes import OVERLAP_REPEAT
+    from artifact.run.modes import OVERLAP_REPEAT
 
     repeat = {name for name, spec in REGISTRY.items() if spec.runs_noise_floor}
     assert repeat == {"fig4", "fig8", "fig9", "fig10", "fig11", "contention", "v2"}

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from matplotlib.container import BarContainer
 
-from artifact.aggregate import COLUMNS, provenance_of
-from artifact.compare import write_verdicts
+from artifact.analyze.aggregate import COLUMNS, provenance_of
+from artifact.judge.compare import write_verdicts
 from artifact.report import plots, write_report
 from artifact.report.facts import stack_deviations
 from artifact.store import RunStore

@@ -74,7 +74,7 @@ def _imported_modules(path: Path) -> set[str]:
 
 def judges_imported(folder: Path) -> dict[str, set[str]]:
     """Report modules that import a judging stage (compare, validation)."""
-    judges = {"artifact.compare", "artifact.validation"}
+    judges = {"artifact.judge.compare", "artifact.judge.validation"}
     found = {p.name: _imported_modules(p) & judges for p in sorted(folder.glob("*.py"))}
     return {k: v for k, v in found.items() if v}
 
@@ -82,5 +82,5 @@ def judges_imported(folder: Path) -> dict[str, set[str]]:
 def test_the_report_only_reads(tmp_path):
     assert judges_imported(ROOT / "artifact" / "report") == {}
     # and the check can fail: a report module that judges is named
-    (tmp_path / "sneaky.py").write_text("from artifact import validation\n")
-    assert judges_imported(tmp_path) == {"sneaky.py": {"artifact.validation"}}
+    (tmp_path / "sneaky.py").write_text("from artifact.judge import validation\n")
+    assert judges_imported(tmp_path) == {"sneaky.py": {"artifact.judge.validation"}}

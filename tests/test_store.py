@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
 from artifact.store import RunStore, check_uniform_env
 from tests.conftest import ROOT
 

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from artifact.aggregate import v2_delays
-from artifact.validation import v1_verdicts, v2_checks, v2_verdicts
+from artifact.analyze.aggregate import v2_delays
+from artifact.judge.validation import v1_verdicts, v2_checks, v2_verdicts
 
 
 def _series(seq_slope: float, overlap_slope: float, noise: float = 0.0, reps: int = 5):

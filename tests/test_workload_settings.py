@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from artifact import memory
-from artifact.config import get_model, get_preset
-from artifact.errors import ArtifactError
-from artifact.options import RunOptions
+from artifact.core.config import get_model, get_preset
+from artifact.core.errors import ArtifactError
+from artifact.core.options import RunOptions
+from artifact.estimate import memory
 from artifact.workloads.models import Block, DecoderLM, lm_loss, synthetic_batch
 from artifact.workloads.pipeline_megatron import PipelineSpec
 from tests.conftest import spawn_gloo
@@ -32,7 +32,7 @@ def _pipeline_worker(rank: int, port: int, results) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=2)
     from megatron.core.transformer.enums import AttnMaskType
 
-    from artifact.modes import Mode
+    from artifact.run.modes import Mode
     from artifact.workloads import sdpa_attention
     from artifact.workloads.pipeline_megatron import PipelineTrainer
 

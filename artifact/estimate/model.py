@@ -2,16 +2,16 @@
 wall time and disk. Pure functions of the preset, the GPU count and memory, and the
 calibration data (artifact/data/reference.json, through reference.py); no torch.
 
-- memory: training rows use artifact.memory (within 20 % of every peak measured on an
+- memory: training rows use artifact.estimate.memory (within 20 % of every peak measured on an
   H200, tests/test_memory.py); microbenchmark rows add up their buffers plus
   memory.RUNTIME_OVERHEAD. A row that does not fit is recorded "not run" by the run
-  (artifact.capability) and costs no time.
+  (artifact.run.capability) and costs no time.
 - wall time: by the method its `method` column names (METHODS below).
 - disk: records and rep 0's traces (DISK_METHOD).
 
 The configurations replicate the experiments' own sweeps (each builder names its
 source): those modules import torch, so they cannot be imported here (tests/test_plan.py
-checks that both agree). The phases come from artifact/phases.py, which the experiments
+checks that both agree). The phases come from artifact/core/phases.py, which the experiments
 read too.
 """
 
@@ -21,21 +21,22 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from artifact import memory, units
-from artifact.config import ComputeKind, ModelConfig, Preset, get_model
-from artifact.errors import ArtifactError
-from artifact.estimate import reference as ref
-from artifact.figures import OWN_RECORDS, spec_of
-from artifact.phases import (
+from artifact.core import units
+from artifact.core.config import ComputeKind, ModelConfig, Preset, get_model
+from artifact.core.errors import ArtifactError
+from artifact.core.phases import (
     FIG7_BLOCKS,
     FIG7_MIN_BLOCK_S,
     TRAINING_MODES,
     microbench_phases,
     training_phases,
 )
-from artifact.units import GIB
+from artifact.core.units import GIB
+from artifact.estimate import memory
+from artifact.estimate import reference as ref
+from artifact.figures import OWN_RECORDS, spec_of
 
-# A phase (artifact.runner.measure_phase): settled, then timed for at least the preset's
+# A phase (artifact.run.runner.measure_phase): settled, then timed for at least the preset's
 # iterations and seconds (the power window included), then profiled for `iters` steps.
 # Settling, as measured on one H200 (results/h200x1/session8): training phases used
 # 1.2-1.9 s of a 1.5 s bound (host jitter keeps ZeRO-3's step times from agreeing), the
@@ -53,7 +54,7 @@ def phase_seconds(
     p: Preset, step_s: float, iters: int, *, training: bool, timed_iters: int | None = None,
     timed_s: float | None = None, window_s: float | None = None,
 ) -> float:  # fmt: skip
-    """One phase: settle + timed pass + profiled pass (artifact.runner.measure_phase)."""
+    """One phase: settle + timed pass + profiled pass (artifact.run.runner.measure_phase)."""
     window = p.power_window_s if window_s is None else window_s
     seconds = max(p.timed_min_s if timed_s is None else timed_s, window)
     least = timed_iters or p.timed_min_iters or iters
@@ -118,7 +119,7 @@ class Row:
     micro_batch: int | None
     gpus: int
     memory_gib: float | None
-    memory_method: str  # "estimate" (artifact.memory), "buffers" or "-"
+    memory_method: str  # "estimate" (artifact.estimate.memory), "buffers" or "-"
     fits: bool | None  # the memory estimate against the GPU's memory (None: no configuration)
     time_s: float  # what the run will spend on it (0 when it does not fit)
     time_s_if_run: float
@@ -138,7 +139,7 @@ def _itemsize(precision: str) -> int:
 
 
 def microbench_phase_count(figure: str, comm: str, world: int) -> int:
-    """Phases a microbenchmark repetition measures (artifact.phases.microbench_phases)."""
+    """Phases a microbenchmark repetition measures (artifact.core.phases.microbench_phases)."""
     moves_data = comm == "allreduce" and world > 1
     return len(microbench_phases(spec_of(figure).runs_noise_floor, moves_data))
 
@@ -204,7 +205,7 @@ def contention_grid(
 def training_memory(
     model: ModelConfig, par: str, mb: int, prec: str, world: int, gb: int, recompute: bool = False
 ) -> float:
-    """artifact.memory's estimate, as training.cannot_run asks it (SDPA attention)."""
+    """artifact.estimate.memory's estimate, as training.cannot_run asks it (SDPA attention)."""
     if par == "fsdp":
         return memory.fsdp_bytes(model, mb, prec, world, recompute)
     nmb = max(1, gb // mb)
@@ -270,7 +271,9 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
     for name, par, mb, prec in training_grid(p, fig):
         m = model_at(p, name)
         need = training_memory(m, par, mb, prec, world, p.global_batch)
-        budget = p.recompute_above_gib  # the preset's rule (artifact.memory.with_recompute)
+        budget = (
+            p.recompute_above_gib
+        )  # the preset's rule (artifact.estimate.memory.with_recompute)
         recompute = budget is not None and need > budget * GIB
         if recompute:
             need = training_memory(m, par, mb, prec, world, p.global_batch, recompute=True)

@@ -9,7 +9,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
 
 
 @cache

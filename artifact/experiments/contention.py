@@ -20,13 +20,13 @@ before the compute started (measured on an H200: overlap fraction 0.00 at 1 and 
 
 from __future__ import annotations
 
-from artifact.config import Preset
-from artifact.errors import ArtifactError
+from artifact.core.config import Preset
+from artifact.core.errors import ArtifactError
+from artifact.core.options import RunOptions
 from artifact.experiments import fig8
-from artifact.options import RunOptions
-from artifact.precision import dtype_of
-from artifact.runner import ConfigPoint, RunContext
+from artifact.run.runner import ConfigPoint, RunContext
 from artifact.workloads.microbench import MicrobenchSpec
+from artifact.workloads.precision import dtype_of
 
 
 def mechanisms(world_size: int, device_type: str, cta_limits: tuple[int, ...]) -> list[tuple]:

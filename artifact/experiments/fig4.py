@@ -9,7 +9,7 @@ same records.
 from __future__ import annotations
 
 from artifact.experiments import fsdp, pipeline, training
-from artifact.runner import RunContext
+from artifact.run.runner import RunContext
 
 
 def run(ctx: RunContext) -> None:

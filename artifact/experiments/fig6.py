@@ -10,7 +10,7 @@ under overlap. Machines without telemetry record the figure as not run, saying w
 from __future__ import annotations
 
 from artifact.experiments import fig8
-from artifact.runner import RunContext
+from artifact.run.runner import RunContext
 
 NO_TELEMETRY = "no GPU power telemetry on this machine (NVML and AMD-SMI unavailable)"
 

@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 from torch.profiler import profile
 
+from artifact.core.phases import FIG7_BLOCKS as BLOCKS
+from artifact.core.phases import FIG7_MIN_BLOCK_S as MIN_BLOCK_S
 from artifact.experiments import fig6, fig8
 from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize
-from artifact.phases import FIG7_BLOCKS as BLOCKS
-from artifact.phases import FIG7_MIN_BLOCK_S as MIN_BLOCK_S
-from artifact.runner import (
+from artifact.run.runner import (
     RunContext,
     pending,
     profiler_activities,

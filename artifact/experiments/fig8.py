@@ -20,13 +20,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from artifact import metrics as eq
-from artifact.config import Preset
+from artifact.analyze import metrics as eq
+from artifact.core.config import Preset
+from artifact.core.options import RunOptions
+from artifact.core.phases import OVERLAP_REPEAT, balanced_order, microbench_phases
 from artifact.figures import spec_of
-from artifact.options import RunOptions
-from artifact.phases import OVERLAP_REPEAT, balanced_order, microbench_phases
-from artifact.precision import dtype_of
-from artifact.runner import (
+from artifact.run.runner import (
     BASE_UNITS,
     POWER_UNITS,
     ConfigPoint,
@@ -38,6 +37,7 @@ from artifact.runner import (
     stop_requested,
 )
 from artifact.workloads.microbench import Microbench, MicrobenchSpec
+from artifact.workloads.precision import dtype_of
 
 log = logging.getLogger(__name__)
 

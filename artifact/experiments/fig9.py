@@ -13,10 +13,10 @@ import contextlib
 import logging
 from typing import Any
 
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
 from artifact.experiments import fig8
 from artifact.measure import caps
-from artifact.runner import ConfigPoint, RunContext
+from artifact.run.runner import ConfigPoint, RunContext
 
 log = logging.getLogger(__name__)
 

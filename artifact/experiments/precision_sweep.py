@@ -8,7 +8,7 @@ TF32 does not exist: its rows run FP32 arithmetic, and the CPU note says so.
 from __future__ import annotations
 
 from artifact.experiments import fsdp, training
-from artifact.runner import RunContext
+from artifact.run.runner import RunContext
 
 
 def run(ctx: RunContext, precisions: tuple[str, ...]) -> None:

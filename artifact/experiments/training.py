@@ -9,7 +9,7 @@ step(phase) -> loss, params, model_flops_per_step(world) and close() (frees its 
 before the next configuration is built).
 
 Before a configuration is built, the device is asked whether it can run it
-(artifact.capability: the precision, and the estimated memory against the free
+(artifact.run.capability: the precision, and the estimated memory against the free
 memory). One it cannot run, or one that runs out of memory, is recorded "not run" with
 the reason in status/<figure>.json, and the figure goes on with the rest.
 """
@@ -24,11 +24,12 @@ from typing import Any
 
 import torch
 
-from artifact import capability, memory
-from artifact.config import ModelConfig, get_model
+from artifact.core.config import ModelConfig, get_model
+from artifact.core.phases import TRAINING_MODES, balanced_order, training_phases
+from artifact.estimate import memory
 from artifact.measure.peak import peak_matmul_tflops
-from artifact.phases import TRAINING_MODES, balanced_order, training_phases
-from artifact.runner import (
+from artifact.run import capability
+from artifact.run.runner import (
     BASE_UNITS,
     POWER_UNITS,
     ConfigPoint,
@@ -40,6 +41,7 @@ from artifact.runner import (
     pending,
     stop_requested,
 )
+from artifact.workloads.trainer import Trainer
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,7 @@ def phase_order(rep: int, world_size: int = 1) -> tuple[str, ...]:
 
 def recompute_as_asked(ctx: RunContext, spec):
     """The spec with recomputation as `--recompute` asks (auto: the preset's memory rule,
-    artifact.memory.with_recompute), and why it is on ("" when off)."""
+    artifact.estimate.memory.with_recompute), and why it is on ("" when off)."""
     choice = ctx.options.recompute or "auto"
     return memory.with_recompute(spec, ctx.world_size, choice, ctx.preset.recompute_above_gib)
 
@@ -123,7 +125,7 @@ def release_memory(device: torch.device) -> None:
 def run_configs(
     ctx: RunContext,
     configs: list[ConfigPoint],
-    make_trainer: Callable[[Any], Any],
+    make_trainer: Callable[[Any], Trainer],
     numbered: tuple[int, int] | None = None,
 ) -> None:
     """Measure every mode of every configuration, skipping repetitions already on disk
@@ -162,12 +164,12 @@ def _measure(
     config: dict[str, Any],
     spec: Any,
     todo: list[int],
-    make_trainer: Callable[[Any], Any],
+    make_trainer: Callable[[Any], Trainer],
     peak: float,
 ) -> None:
     """Build one configuration's trainer, run its repetitions, and tear it down."""
     ctx.progress(f"{config_id}: setting up {config.get('framework', 'the trainer')}")
-    trainer = make_trainer(spec)
+    trainer: Trainer = make_trainer(spec)
     try:
         flops = trainer.model_flops_per_step(ctx.world_size)
         config = {**config, "params": trainer.params, "peak_tflops_per_gpu": peak}

@@ -6,7 +6,7 @@ communication chain waits d before the next may start (artifact.workloads.microb
 while the compute chain is untouched. The collective's count is the delay-free one at
 every d, and the delay actually injected is read from the trace (`delay_ms`). Each d is
 one configuration with all four phases, so it carries the usual derived quantities, and
-the report checks the predictions across delays (artifact.validation):
+the report checks the predictions across delays (artifact.judge.validation):
 - sequential E2E rises by exactly the injected delay (slope 1: nothing hides it);
 - overlapped E2E follows the overlap model max(compute chain, communication chain): once
   communication plus delay outlasts the compute, it rises one for one with the delay;
@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 
 from artifact.experiments import fig8
-from artifact.runner import ConfigPoint, RunContext, broadcast
+from artifact.run.runner import ConfigPoint, RunContext, broadcast
 from artifact.workloads.microbench import Microbench, MicrobenchSpec
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from artifact.errors import bad_choice
+from artifact.core.errors import bad_choice
 from artifact.figures.names import figure_names
 from artifact.figures.spec import FigureSpec, Panel, Series
 

@@ -6,8 +6,8 @@ Eq. 1 is `slowdown` everywhere: compute time under overlap vs sequential.
 
 from __future__ import annotations
 
-from artifact import metrics as eq
-from artifact.aggregate import MODE_DERIVED, Derived, relative_change
+from artifact.analyze import metrics as eq
+from artifact.analyze.aggregate import MODE_DERIVED, Derived, relative_change
 from artifact.figures.spec import Panel, Series
 
 SLOWDOWN = relative_change("slowdown", ("overlap", "compute_ms"), ("sequential", "compute_ms"))

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from artifact.aggregate import Derived
-from artifact.config import Preset
+from artifact.analyze.aggregate import Derived
+from artifact.core.config import Preset
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Panel:
     percent: bool = False
 
 
-# the run options (fields of artifact.options.RunOptions) of the two kinds of experiment
+# the run options (fields of artifact.core.options.RunOptions) of the two kinds of experiment
 TRAINING_OPTIONS = frozenset({"models", "power_interval_s", "recompute", "fsdp_impl"})
 MICROBENCH_OPTIONS = frozenset({"precision", "matmul_size", "comm_bytes", "power_interval_s"})
 
@@ -51,7 +51,7 @@ class FigureSpec:
     name: str  # "fig4": the CLI's, nox's and the records' name
     title: str  # the paper's words: "Fig. 4: compute slowdown under overlap"
     experiment: str | None  # module under artifact.experiments with run(ctx, **params)
-    options: frozenset[str]  # run options it honours (fields of artifact.options.RunOptions)
+    options: frozenset[str]  # run options it honours (fields of artifact.core.options.RunOptions)
     params: Mapping[str, Any] = field(default_factory=dict)  # run()'s keyword arguments
     records_of: str | None = None  # drawn from another figure's records (fig5: fig4's)
     derived: tuple[Derived, ...] = ()
@@ -65,7 +65,7 @@ class FigureSpec:
     @property
     def runs_noise_floor(self) -> bool:
         """Whether its repetitions run the A/A repeat of the sequential phase: exactly the
-        figures that derive the noise floor of Eq. 1 (artifact.noise)."""
+        figures that derive the noise floor of Eq. 1 (artifact.analyze.noise)."""
         return any(d.metric == "noise_floor" for d in self.derived)
 
     @property

@@ -2,7 +2,7 @@
 
 Fig. 8's microbenchmark at several delays (fractions of the compute time): sequential
 E2E must rise by the delay, overlapped E2E must follow max(compute, communication +
-delay), and Eq. 4's ideal is set against the no-contention bound (artifact/validation.py).
+delay), and Eq. 4's ideal is set against the no-contention bound (artifact/judge/validation.py).
 """
 
 from artifact.figures import derived

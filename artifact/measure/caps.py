@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
 from artifact.measure import device
 from artifact.store import atomic_write_text
 

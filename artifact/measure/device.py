@@ -27,7 +27,7 @@ import os
 from collections.abc import Sequence
 from typing import Protocol
 
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
 
 log = logging.getLogger(__name__)
 

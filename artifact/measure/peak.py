@@ -9,7 +9,7 @@ import time
 import torch
 
 from artifact.measure.timing import timed
-from artifact.precision import dtype_of, matmul_precision
+from artifact.workloads.precision import dtype_of, matmul_precision
 
 WARMUP_S = 2.0  # seconds of products before timing
 WINDOWS = 5  # timed windows of PRODUCTS products; the peak is the fastest window's median

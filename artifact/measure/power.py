@@ -28,7 +28,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from artifact.errors import bad_choice
+from artifact.core.errors import bad_choice
 from artifact.measure import device
 from artifact.measure.kernels import intersect, intersection_length, merge_intervals
 

@@ -7,16 +7,17 @@ from __future__ import annotations
 import math
 import tomllib
 
-from artifact.config import get_preset
+from artifact.core.config import get_preset
+from artifact.core.units import duration, size
 from artifact.env import REPO_ROOT
 from artifact.estimate import build, figures_of, reference, totals
-from artifact.expected import load_expected
 from artifact.figures import ALL, OWN_RECORDS, REGISTRY, spec_of
+from artifact.judge.expected import load_expected
+from artifact.judge.verdicts import VERDICTS, paper_items
 from artifact.report.document import Doc
 from artifact.report.facts import (
     PINNED,
     PROVENANCE_KEYS,
-    Run,
     as_value,
     folder_bytes,
     hardware_line,
@@ -27,8 +28,7 @@ from artifact.report.facts import (
 from artifact.report.glossary import GLOSSARY
 from artifact.report.plots import model_name
 from artifact.report.runtime import figure_time
-from artifact.units import duration, size
-from artifact.verdicts import VERDICTS, paper_items
+from artifact.results import Results
 
 EVALUATED = ("reproduced", "not reproduced", "inconclusive")  # judged either way, or not yet
 
@@ -166,7 +166,7 @@ def counts_sentence(verdicts) -> str:
     return f"{c['evaluated']} of the paper's {c['items']} items {verb} evaluated here{parts}{tail}."
 
 
-def claims_to_experiments(run: Run) -> list[list[str]]:
+def claims_to_experiments(run: Results) -> list[list[str]]:
     """One row per experiment: the paper items (expected/*.yaml) whose rows it records,
     their verdicts here, and this run's time; an item two experiments test is listed
     under both, and a last row counts every item once (it agrees with verdicts.csv)."""
@@ -193,7 +193,7 @@ def claims_to_experiments(run: Run) -> list[list[str]]:
     return rows
 
 
-def abstract(doc: Doc, run: Run) -> None:
+def abstract(doc: Doc, run: Results) -> None:
     doc.h(1, "A. Abstract")
     doc.p(
         "This artifact measures how much compute kernels slow down when NCCL/RCCL collectives run beside them during distributed training (DeepSpeed ZeRO-3 as the paper's FSDP, Megatron-core pipeline parallelism) and in a matmul/all-reduce microbenchmark, what that does to iteration time and GPU power, and judges the paper's numbers and claims against the results. "
@@ -201,7 +201,7 @@ def abstract(doc: Doc, run: Run) -> None:
     )
 
 
-def _run_time(run: Run, exp: str) -> str:
+def _run_time(run: Results, exp: str) -> str:
     """This run's time for `exp`, from its records' timestamps and its log."""
     t = figure_time(run.out, exp)
     if t is None:
@@ -216,7 +216,7 @@ def _run_time(run: Run, exp: str) -> str:
     return text
 
 
-def _reference_name(run: Run) -> str | None:
+def _reference_name(run: Results) -> str | None:
     """The measured reference that matches this run's preset and hardware, if any."""
     presets = run.seen("preset")
     if presets == ["tiny"]:
@@ -226,7 +226,7 @@ def _reference_name(run: Run) -> str | None:
     return None
 
 
-def _time_rows(run: Run) -> tuple[list[str], list[list[str]]]:
+def _time_rows(run: Results) -> tuple[list[str], list[list[str]]]:
     """Time per experiment: this run's (records' timestamps), the reference measured on
     the same preset and hardware where there is one, and the plan's estimate of the paper
     preset on the paper's 4 GPUs."""
@@ -265,13 +265,13 @@ def _license() -> str:
     return tomllib.loads(path.read_text())["project"].get("license", {}).get("text", "-")
 
 
-def _models(run: Run) -> str:
+def _models(run: Results) -> str:
     training = run.summary["parallelism"].isin(["fsdp", "pipeline"])
     trained = sorted({model_name(m) for m in run.summary.loc[training, "model"]})
     return ", ".join(trained) or "none (no training figure ran)"
 
 
-def _figures_line(run: Run) -> str:
+def _figures_line(run: Results) -> str:
     def name(f: str) -> str:
         of = spec_of(f).records_of
         return f"{f} (from {of}'s records)" if of else f
@@ -290,7 +290,7 @@ def _reference_sums() -> tuple[float, float]:
     )
 
 
-def checklist(doc: Doc, run: Run) -> None:
+def checklist(doc: Doc, run: Results) -> None:
     doc.h(1, "B. Artifact check-list (meta-information)")
     prov = run.provenance
     paper = totals(build(get_preset("paper"), figures_of([]), PAPER_GPUS, PAPER_GPU_GIB))
@@ -304,7 +304,7 @@ def checklist(doc: Doc, run: Run) -> None:
             "**Algorithm:** the paper's Eq. 1 (compute slowdown), Eq. 3 and Eq. 4 (ideal E2E, derived), the sequential penalty; overlap fraction by an interval sweep over profiler traces; 95% CIs over repetitions. Terms: section I (glossary).",
             f"**Program:** PyTorch {as_value(prov.get('torch'))}, DeepSpeed {as_value(prov.get('deepspeed'))}, Megatron-core {as_value(prov.get('megatron_core'))}, NCCL {as_value(prov.get('nccl'))} (this run; what is pinned: C.3), NVML / AMD-SMI.",
             "**Compilation:** none (Python). On a CPU, DeepSpeed builds its shared-memory op on first use (about 40 s).",
-            f"**Model:** GPT-3 1.3B-13B and LLaMA-2 13B shapes (artifact/config.py), randomly initialised; no weights are downloaded. This run: {_models(run)}.",
+            f"**Model:** GPT-3 1.3B-13B and LLaMA-2 13B shapes (artifact/core/config.py), randomly initialised; no weights are downloaded. This run: {_models(run)}.",
             "**Data set:** synthetic token sequences made on the device (artifact/workloads/models.py); nothing is downloaded.",
             f"**Run-time environment:** Linux, Python {as_value(prov.get('python'))}; the Docker images (Dockerfile.cuda, Dockerfile.rocm) pin the whole stack.",
             f"**Hardware:** this run: {hardware_line(prov, run.configs)}. The paper: 4 GPUs of one node (A100, H100, MI250 or MI210). Requirements: C.2.",
@@ -335,7 +335,7 @@ def checklist(doc: Doc, run: Run) -> None:
     )
 
 
-def description(doc: Doc, run: Run) -> None:
+def description(doc: Doc, run: Results) -> None:
     doc.h(1, "C. Description")
     doc.h(2, "C.1 How to access")
     doc.p(
@@ -349,7 +349,7 @@ def description(doc: Doc, run: Run) -> None:
     doc.items(
         [
             "**GPUs:** 4 of one node for the paper's claims (a collective on one GPU moves no data: the training figures' overlap items are then not applicable); 1 GPU for the quick preset; a CPU for the tiny functional check. NVIDIA (CUDA 13, driver R580 or newer) or AMD (ROCm).",
-            f"**GPU memory:** quick needs at most {peak:.0f} GiB per GPU (artifact.memory's estimate, FP32 rows); paper on 4 GPUs: {paper['fit']} of {paper['configurations']} configurations fit 80 GiB, {fits_141['fit']} fit 141 GiB; the rest are recorded 'not run' with their estimate (`nox -s plan -- --preset paper --gpus 4`).",
+            f"**GPU memory:** quick needs at most {peak:.0f} GiB per GPU (artifact.estimate.memory's estimate, FP32 rows); paper on 4 GPUs: {paper['fit']} of {paper['configurations']} configurations fit 80 GiB, {fits_141['fit']} fit 141 GiB; the rest are recorded 'not run' with their estimate (`nox -s plan -- --preset paper --gpus 4`).",
             "**Interconnect:** the collectives run over the node's GPU links (NVLink / NVSwitch, AMD Infinity Fabric, or PCIe); their bandwidth sets how long communication runs beside compute, so slowdowns are comparable only on similar links. Several nodes: torchrun rendezvous (docs/slurm.md).",
             "**Root, for fig9 only:** setting power limits needs root on the GPU (`--allow-power-cap`; in Docker `--user root --cap-add SYS_ADMIN`, docs/docker.md). Without it fig9 is recorded 'not run' and nothing on the GPU changes.",
             "**Power telemetry:** NVML or AMD-SMI for Figs. 6 and 7 and every power number; without it those are 'not run'.",
@@ -372,13 +372,13 @@ def description(doc: Doc, run: Run) -> None:
     )
     doc.h(2, "C.5 Models")
     doc.p(
-        f"GPT-3 XL (1.3B), 2.7B, 6.7B, 13B and LLaMA-2 13B, built from their papers' shapes (artifact/config.py), randomly initialised. This run: {_models(run)}."
+        f"GPT-3 XL (1.3B), 2.7B, 6.7B, 13B and LLaMA-2 13B, built from their papers' shapes (artifact/core/config.py), randomly initialised. This run: {_models(run)}."
     )
     doc.h(2, "C.6 What differs from the paper's setup")
     doc.items(deviations_from_paper(run))
 
 
-def deviations_from_paper(run: Run) -> list[str]:
+def deviations_from_paper(run: Results) -> list[str]:
     """What this run does differently from the paper (PAPER.md's setup), stated plainly."""
     prov = run.provenance
     worlds = sorted({int(c.get("world_size", 1)) for c in run.configs.values()}) or [1]
@@ -423,7 +423,7 @@ def customization(doc: Doc) -> None:
     )
 
 
-def _run_notes(run: Run) -> list[str]:
+def _run_notes(run: Results) -> list[str]:
     """What a reader must know about this run's numbers, from what it recorded."""
     summary, notes = run.summary, []
     if not run.provenance.get("gpu_count"):
@@ -452,7 +452,7 @@ def _run_notes(run: Run) -> list[str]:
     return notes or ["Nothing unusual was recorded."]
 
 
-def notes(doc: Doc, run: Run) -> None:
+def notes(doc: Doc, run: Results) -> None:
     doc.h(1, "H. Notes")
     doc.items(_run_notes(run))
     doc.h(2, "What was not run, or failed, and why")

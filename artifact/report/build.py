@@ -15,23 +15,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from artifact.aggregate import gpus_in
+from artifact.analyze.aggregate import gpus_in
 from artifact.figures import ALL, PAPER_FIGURES, spec_of
+from artifact.judge.verdicts import as_sentence, paper_items, tally
 from artifact.report import appendix, instrument, plots, validations
 from artifact.report.document import Doc, to_html, to_latex, to_markdown
 from artifact.report.facts import (
     TITLE,
-    Run,
     as_value,
     figure_status,
     hardware_line,
-    load_run,
     not_run,
     run_dates,
     stack_deviations,
 )
+from artifact.results import Results
 from artifact.store import atomic_write_text
-from artifact.verdicts import as_sentence, paper_items, tally
 from artifact.workloads import beyond_paper
 
 
@@ -53,7 +52,7 @@ def _first_line(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame) ->
     return f"**Reproduction on {n} x {', '.join(gpus)}** (the paper used 4 x A100, H100, MI250 or MI210; numbers from other GPUs are compared only through hardware-independent quantities and the claims). {counts} {where}"
 
 
-def first_screen(doc: Doc, run: Run) -> None:
+def first_screen(doc: Doc, run: Results) -> None:
     """What a reviewer sees first: what this run is, and how far to trust it."""
     doc.p(_first_line(run.summary, run.configs, run.verdicts))
     prov, n = run.provenance, run.summary["n"].dropna().astype(int)
@@ -84,7 +83,7 @@ def first_screen(doc: Doc, run: Run) -> None:
     )
 
 
-def verdicts_section(doc: Doc, run: Run) -> None:
+def verdicts_section(doc: Doc, run: Results) -> None:
     doc.h(1, "Verdicts")
     doc.p(tally(run.verdicts))
     doc.table(
@@ -103,7 +102,7 @@ def verdicts_section(doc: Doc, run: Run) -> None:
     doc.p(appendix.VERDICT_LEGEND)
 
 
-def _bands(run: Run, fig: str) -> list[tuple[str, float, float, str]]:
+def _bands(run: Results, fig: str) -> list[tuple[str, float, float, str]]:
     """The paper's numbers judged here for `fig`, as (label, low, high, metric) bands."""
     judged = run.verdicts[
         (run.verdicts["figure"] == fig)
@@ -121,21 +120,26 @@ def _bands(run: Run, fig: str) -> list[tuple[str, float, float, str]]:
     ]
 
 
-def _plot(fig: str, run: Run, bands: list) -> Path | None:
+def _figures_dir(run: Results) -> Path:
+    return run.out / "report" / "figures"
+
+
+def _plot(fig: str, run: Results, bands: list) -> Path | None:
     if fig == "fig7":
         rows = run.summary[run.summary["figure"] == "fig7"]
         traces = sorted((run.out / "traces" / "fig7").glob("*-power.csv"))
         where = plots.hardware(rows, run.configs, with_n=False)
-        return plots.power_trace_figure(traces, run.fig_dir, run.configs, where)
+        return plots.power_trace_figure(traces, _figures_dir(run), run.configs, where)
     if spec_of(fig).panels:
         flagged = validations.unreliable_eq4(run.summary) if fig == "fig5" else frozenset()
-        return plots.bar_figure(fig, run.summary, run.fig_dir, bands, run.configs, flagged)
+        return plots.bar_figure(fig, run.summary, _figures_dir(run), bands, run.configs, flagged)
     return None
 
 
-def figure_sections(doc: Doc, run: Run) -> None:
+def figure_sections(doc: Doc, run: Results) -> list[Path]:
     """One subsection per paper figure: its plot (this run, the paper's judged numbers
-    shaded) or why there is none."""
+    shaded) or why there is none. Returns the image files it made."""
+    made = []
     for fig in PAPER_FIGURES:
         title = spec_of(fig).title
         doc.h(2, f"{title} ({fig})")
@@ -149,7 +153,7 @@ def figure_sections(doc: Doc, run: Run) -> None:
         if png is None:
             doc.p("No plot: nothing to draw for this figure in this folder.")
             continue
-        run.made += [png, png.with_suffix(".pdf")]
+        made += [png, png.with_suffix(".pdf")]
         caption = f"{title}. This run: {plots.hardware(rows, run.configs, with_n=fig != 'fig7')}"
         if fig != "fig7":
             caption += "; error bars: 95% CI over repetitions"
@@ -164,9 +168,11 @@ def figure_sections(doc: Doc, run: Run) -> None:
         notes = sorted({n for n in rows["note"].dropna() if n})
         if notes:
             doc.items(notes)
+    return made
 
 
-def evaluation(doc: Doc, run: Run) -> None:
+def evaluation(doc: Doc, run: Results) -> list[Path]:
+    """Section F; returns the image files it made."""
     doc.h(1, "F. Evaluation and expected results")
     doc.p(
         "Every number and claim of the paper that the artifact tests is in `expected/*.yaml`, with its source, hardware scope and tolerance; 'Verdicts' above judges each on this run. Which experiment tests which item:"
@@ -181,20 +187,21 @@ def evaluation(doc: Doc, run: Run) -> None:
         ],
         appendix.claims_to_experiments(run),
     )
-    figure_sections(doc, run)
+    made = figure_sections(doc, run)
     doc.h(2, "Beyond the paper: contention map")
     why = not_run("contention", run)
     if why:
         doc.p(as_sentence(why))
     else:
-        run.made += validations.contention_section(doc, run.summary, run.configs, run.fig_dir)
+        made += validations.contention_section(doc, run.summary, run.configs, _figures_dir(run))
     validations.validation_sections(doc, run.summary, run.configs, run.verdicts, not_run("v2", run))
     validations.power_sampling(doc, run.summary, run.provenance)
     instrument.passes_section(doc, run.summary)
+    return made
 
 
 def build(out: Path) -> tuple[Doc, list[Path]]:
-    run = load_run(Path(out))
+    run = Results.load(out)
     first, _ = run_dates(run)
     doc = Doc(title=TITLE, date=f"Measured {first}" if run.ran_on.get("timestamps") else "")
     first_screen(doc, run)
@@ -206,11 +213,11 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     appendix.description(doc, run)
     appendix.installation(doc)
     appendix.workflow(doc)
-    evaluation(doc, run)
+    made = evaluation(doc, run)
     appendix.customization(doc)
     appendix.notes(doc, run)
     appendix.glossary(doc)
-    return doc, run.made
+    return doc, made
 
 
 def write_report(out: Path) -> Path:

@@ -1,21 +1,15 @@
-"""The run the report describes: its folder's tables loaded once, and the facts of its
-first screen (dates, hardware, the stack against its pins, what ran, disk use)."""
+"""The facts of the report's first screen (dates, hardware, the stack against its pins,
+what ran, disk use), drawn from the results folder as artifact.results reads it."""
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
-
-from artifact.aggregate import load_summary
 from artifact.env import FINGERPRINT_KEYS, REPO_ROOT
-from artifact.figure_status import figure_status
-from artifact.store import RunStore
-from artifact.verdicts import load_verdicts
+from artifact.judge.figure_status import figure_status
+from artifact.results import Results
 
 TITLE = "Artifact appendix: Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning (Lee et al., arXiv 2507.03114)"
 # what makes an environment (the mixing check's keys), and how the run used it
@@ -29,54 +23,7 @@ PINNED = {
 }
 
 
-@dataclass
-class Run:
-    """What the report reads from a results folder, loaded once."""
-
-    out: Path
-    summary: pd.DataFrame
-    verdicts: pd.DataFrame
-    status: dict
-    ran_on: dict  # provenance.json, written by summarize (aggregate.provenance_of)
-    configs: dict
-    made: list[Path] = field(default_factory=list)
-
-    @property
-    def provenance(self) -> dict:
-        return self.ran_on.get("provenance", {})
-
-    def seen(self, key: str) -> list[str]:
-        """Every value of a provenance key the run's records hold (VARYING_KEYS)."""
-        return self.values().get(key, [])
-
-    def values(self) -> dict[str, list[str]]:
-        """Every provenance key's values the run's records hold (VARYING_KEYS)."""
-        return self.ran_on.get("values", {})
-
-    @property
-    def fig_dir(self) -> Path:
-        return self.out / "report" / "figures"
-
-
-def load_run(out: Path) -> Run:
-    store = RunStore(out)
-    summary = load_summary(out)
-    verdicts = load_verdicts(out)  # compare judges; the report only reads
-    return Run(
-        out,
-        summary,
-        verdicts,
-        store.status(),
-        _json(out / "provenance.json"),
-        _json(out / "configs.json"),
-    )
-
-
-def _json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def not_run(fig: str, run: Run) -> str | None:
+def not_run(fig: str, run: Results) -> str | None:
     """Why `fig` has nothing to show ('failed: ...', 'not run: ...'), or None if it ran."""
     category, detail = figure_status(fig, run.status, run.summary)
     return None if category.startswith("ran") else f"{category}: {detail}"
@@ -86,7 +33,7 @@ def as_value(x) -> str:
     return "-" if x in (None, "") else str(x)
 
 
-def run_dates(run: Run) -> tuple[str, str]:
+def run_dates(run: Results) -> tuple[str, str]:
     """First and last record timestamps, as 'YYYY-MM-DD HH:MM' (UTC)."""
     stamps = run.ran_on.get("timestamps") or ["-"]
     short = [s[:16].replace("T", " ") for s in (stamps[0], stamps[-1])]

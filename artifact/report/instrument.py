@@ -9,9 +9,9 @@ import math
 
 import pandas as pd
 
+from artifact.judge.verdicts import of_type
 from artifact.report.appendix import measured_text
 from artifact.report.document import Doc
-from artifact.verdicts import of_type
 
 CONTROLS_TEXT = (
     "A negative control is a measurement whose true value is 0. Each configuration's Eq. 1 "

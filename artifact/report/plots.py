@@ -18,8 +18,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import CenteredNorm  # noqa: E402
 
+from artifact.core.units import size  # noqa: E402
 from artifact.figures import spec_of  # noqa: E402
-from artifact.units import size  # noqa: E402
 
 # The paper's one Fig. 8 point (a 1 GiB all-reduce beside a matmul; FP16, the paper's
 # main precision), boxed on the contention map.

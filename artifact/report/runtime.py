@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from artifact.launch import RUN_HEADER
+from artifact.run.launch import RUN_HEADER
 
 # A gap between two records this long, and PAUSE_FACTOR times the figure's usual gap, is
 # a pause (a stopped run resumed later, or an unusually slow set-up), not measuring time.

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from artifact.aggregate import by_key, v2_delays
+from artifact.analyze.aggregate import by_key, v2_delays
+from artifact.judge.verdicts import as_sentence
 from artifact.report import plots
 from artifact.report.document import Doc
-from artifact.verdicts import as_sentence
 
 CONSISTENCY_MARGIN = 0.02  # the profiled pass's device span may exceed timed E2E by this
 
@@ -95,7 +95,7 @@ def v1_section(doc: Doc, summary: pd.DataFrame, checks: pd.DataFrame, configs: d
     verdict = checks.set_index(["figure", "config_id"])["verdict"].to_dict()
     doc.h(3, "V1: the sequential baseline vs compute with no communication")
     doc.p(
-        "Holds where the whole 95% CI of (ComputeSequential - ComputeNocomm) / ComputeNocomm lies within compare's margin (V1_MARGIN in artifact/validation.py, ±1 %; verdicts.csv has each configuration's row), fails where it lies wholly outside, and is inconclusive where it crosses the margin or rests on fewer than 5 repetitions (the n column): a wide interval is no evidence that the baselines agree. Differences below the margin are smaller than what the paper's 25-run averages resolve, and with tight CIs a strict 'contains 0' would fail gaps of 0.1%. A failure is a finding, not a fault: on a power-limited GPU, compute that runs back to back (nocomm) can run at lower clocks than the same compute between communication gaps (sequential), so the isolated baseline depends on power state; the time and throughput columns show it."
+        "Holds where the whole 95% CI of (ComputeSequential - ComputeNocomm) / ComputeNocomm lies within compare's margin (V1_MARGIN in artifact/judge/validation.py, ±1 %; verdicts.csv has each configuration's row), fails where it lies wholly outside, and is inconclusive where it crosses the margin or rests on fewer than 5 repetitions (the n column): a wide interval is no evidence that the baselines agree. Differences below the margin are smaller than what the paper's 25-run averages resolve, and with tight CIs a strict 'contains 0' would fail gaps of 0.1%. A failure is a finding, not a fault: on a power-limited GPU, compute that runs back to back (nocomm) can run at lower clocks than the same compute between communication gaps (sequential), so the isolated baseline depends on power state; the time and throughput columns show it."
     )
     keyed = by_key(summary)
     tput = ("matmul_tflops", "tflops_per_gpu")

@@ -11,7 +11,7 @@ How FSDP2's collectives reach the modes: torch 2.13's FSDP2 issues its all-gathe
 reduce-scatter as `dist.all_gather_single(...)` / `dist.reduce_scatter_single(...)`
 (torch.distributed.fsdp._fully_shard._fsdp_collectives, DefaultAllGather and
 DefaultReduceScatter), looked up on the `torch.distributed` module at call time, so the
-wrappers artifact.modes installs there route them; both names are wrapped since torch
+wrappers artifact.run.modes installs there route them; both names are wrapped since torch
 2.13 renamed all_gather_into_tensor / reduce_scatter_tensor. Two calls would bypass
 the modes and are avoided here: torch.nn.utils.clip_grad_norm_ on FSDP2's DTensor
 gradients reduces the norm through functional collectives (c10d_functional), so the
@@ -21,7 +21,7 @@ loss scaler (ShardedGradScaler) already all-reduces its overflow flag with
 no gloo collective runs in `nocomm` and that each one is waited for in `sequential`.
 
 Precision as DeepSpeed runs it: FP32 master weights, gradients and Adam states sharded
-(16 bytes a parameter, artifact.memory), compute and communication in the half
+(16 bytes a parameter, artifact.estimate.memory), compute and communication in the half
 precision (param_dtype = reduce_dtype), fp16 with a dynamic loss scale from 2**12,
 gradient clipping at 1.0.
 """
@@ -31,10 +31,10 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from artifact.modes import collectives_for, install_collective_modes
-from artifact.precision import dtype_of, matmul_precision
+from artifact.run.modes import collectives_for, install_collective_modes
 from artifact.workloads.fsdp_deepspeed import CLIP_NORM, INITIAL_SCALE_POWER, FsdpSpec
 from artifact.workloads.models import DecoderLM, lm_loss, synthetic_batch
+from artifact.workloads.precision import dtype_of, matmul_precision
 
 
 def clip_grad_norm(grads: list[torch.Tensor], max_norm: float, device: torch.device) -> None:

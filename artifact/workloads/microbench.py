@@ -3,11 +3,11 @@
 Phases of one iteration (all ranks run the same phase at the same time):
     nocomm      the matmuls alone (compute in isolation)
     comm_alone  the collectives alone
-    sequential  the collectives, each ordered before the matmuls by stream order (artifact.modes)
+    sequential  the collectives, each ordered before the matmuls by stream order (artifact.run.modes)
     overlap     the collectives on their stream while the matmuls run on theirs
 and, where the collective moves data, the zero-byte controls `overlap_control` and
 `sequential_control` (the same code paths on an empty buffer), and the A/A repeat
-`overlap_repeat` (artifact.modes).
+`overlap_repeat` (artifact.run.modes).
 
 The collective (`comm`):
     allreduce    a SUM all-reduce. On one GPU it moves no data and launches no kernel.
@@ -37,11 +37,11 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from artifact.core.phases import MICROBENCH_PHASES as PHASES
 from artifact.measure.kernels import DELAY_MARK
 from artifact.measure.timing import synchronize, timed
-from artifact.modes import Mode, issue, mode_of, moves_zero_bytes
-from artifact.phases import MICROBENCH_PHASES as PHASES
-from artifact.precision import dtype_of, matmul_precision
+from artifact.run.modes import Mode, issue, mode_of, moves_zero_bytes
+from artifact.workloads.precision import dtype_of, matmul_precision
 
 COMMS = ("allreduce", "onerank-avg", "copy")
 COMPUTES = ("gemm", "add")
@@ -168,7 +168,7 @@ class Microbench:
 
     def run_phase(self, phase: str) -> None:
         # comm_alone issues the collectives as overlap does, with no compute beside them;
-        # nocomm issues none (artifact.modes makes them no-ops); a control issues them on
+        # nocomm issues none (artifact.run.modes makes them no-ops); a control issues them on
         # zero bytes.
         mode = Mode.OVERLAP if phase == "comm_alone" else mode_of(phase)
         zero = moves_zero_bytes(phase)

@@ -2,7 +2,7 @@
 
 GPT-3: learned positions, LayerNorm, GELU MLP (4h), biases. LLaMA-2: rotary positions,
 RMSNorm, SwiGLU MLP, no biases. Attention is torch's scaled_dot_product_attention
-(causal), so each GPU runs its fused kernel. Sizes come from artifact.config.
+(causal), so each GPU runs its fused kernel. Sizes come from artifact.core.config.
 `recompute=True` checkpoints every block (torch.utils.checkpoint, non-reentrant): its
 activations are recomputed in the backward pass instead of kept.
 """
@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from artifact.config import ModelConfig
+from artifact.core.config import ModelConfig
 
 
 def _rope(x: torch.Tensor) -> torch.Tensor:

@@ -16,9 +16,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
+from artifact.core.options import RunOptions, flag_of
 from artifact.figures import spec_of
-from artifact.options import RunOptions, flag_of
 from artifact.store import atomic_write_text, strict_json
 
 PLAN = "plan.json"

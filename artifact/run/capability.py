@@ -4,7 +4,7 @@ Two questions, each answered by the backend itself rather than assumed:
 - the precision: DeepSpeed's accelerator says whether FP16 / BF16 work (on a CPU it asks
   oneDNN, which on CPUs without AVX512-FP16 or AMX says no); TF32 exists only on NVIDIA
   GPUs of compute capability 8.0 (Ampere) or newer;
-- the memory: a configuration's estimated peak (artifact.memory) against the memory
+- the memory: a configuration's estimated peak (artifact.estimate.memory) against the memory
   free on the device now.
 
 A configuration that cannot run is recorded "not run: <reason>" and its figure goes on.
@@ -20,9 +20,9 @@ import os
 
 import torch
 
-from artifact.config import PRECISIONS
-from artifact.errors import ArtifactError, bad_choice
-from artifact.units import GIB
+from artifact.core.config import PRECISIONS
+from artifact.core.errors import ArtifactError, bad_choice
+from artifact.core.units import GIB
 
 PRECISION_ENV = "ARTIFACT_PRECISION_SUPPORT"
 FREE_MEMORY_ENV = "ARTIFACT_FREE_MEMORY_GIB"

@@ -20,13 +20,13 @@ import signal
 import sys
 from pathlib import Path
 
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 
 
-# The module torchrun runs as (artifact.launch): a rank's parent's command line holds it.
+# The module torchrun runs as (artifact.run.launch): a rank's parent's command line holds it.
 TORCHRUN = "torch.distributed.run"
 
 
@@ -151,6 +151,38 @@ def other_gpu_processes(
                 continue
             found.append(f"GPU {index}: pid {pid} ({cmd or 'another user or container'})")
     return found
+
+
+# How the CLI tells the ranks about the GPUs' other processes (launch puts them in the
+# ranks' environment): whether --allow-shared-device was given (runner.check_gpu_alone),
+# and the processes found before the run (worker: every record's provenance names them).
+ALLOW_SHARED_ENV = "ARTIFACT_ALLOW_SHARED_DEVICE"
+SHARED_PROCESSES_ENV = "ARTIFACT_SHARED_GPU_PROCESSES"
+
+
+def gpus_idle_env(nproc: int, allow: bool) -> tuple[dict[str, str], list[str]]:
+    """Before anything is measured: refuse GPUs another job is using (unless `allow`,
+    --allow-shared-device). Returns the ranks' environment entries and the processes
+    found; without telemetry nothing can tell, and both are empty (the report says
+    there was none)."""
+    from artifact.measure import device as gpu_layer
+
+    gpus = {}
+    for i in (gpu_layer.physical_index(rank) for rank in range(nproc)):
+        try:
+            gpus[i] = gpu_layer.open_gpu(i)
+        except gpu_layer.Unavailable:
+            return {}, []
+    try:
+        others = other_gpu_processes(gpus, {os.getpid()})
+    finally:
+        for g in gpus.values():
+            g.close()
+    refuse_shared(others, allow)
+    env = {ALLOW_SHARED_ENV: "1" if allow else "0"}
+    if others:
+        env[SHARED_PROCESSES_ENV] = "; ".join(others)
+    return env, others
 
 
 def refuse_shared(others: list[str], allow: bool) -> None:

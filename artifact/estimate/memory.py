@@ -1,6 +1,6 @@
 """Estimated peak device memory of one rank of a training configuration.
 
-Used before a configuration is built (artifact.capability) so that one that cannot fit
+Used before a configuration is built (artifact.run.capability) so that one that cannot fit
 is recorded "not run" instead of dying in the middle of a figure. An estimate, not a
 measurement: every record also carries the measured peak (`peak_memory_gib`).
 
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from artifact.config import ModelConfig
-from artifact.units import GIB  # noqa: F401  (memory.GIB: the experiments use it)
+from artifact.core.config import ModelConfig
+from artifact.core.units import GIB  # noqa: F401  (memory.GIB: the experiments use it)
 
 RUNTIME_OVERHEAD = 1.0 * GIB  # cuBLAS workspaces, NCCL buffers, allocator fragmentation
 

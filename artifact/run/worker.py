@@ -1,4 +1,4 @@
-"""One rank of an experiment, started by torchrun (artifact.launch): `python -m artifact.worker`."""
+"""One rank of an experiment, started by torchrun (artifact.run.launch): `python -m artifact.run.worker`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from artifact import procs
+from artifact.run import procs
 
 if __name__ == "__main__":
     # A rank dies with torchrun, its parent; asked for before torch's seconds of imports,
@@ -22,12 +22,12 @@ import torch
 import torch.distributed as dist
 
 from artifact import env as envmod
-from artifact.config import get_preset
+from artifact.core.config import get_preset
+from artifact.core.options import RunOptions
 from artifact.figures import spec_of
 from artifact.measure import device as device_layer
 from artifact.measure import power
-from artifact.options import RunOptions
-from artifact.runner import RunContext, StopRequested
+from artifact.run.runner import RunContext, StopRequested
 from artifact.store import RunStore
 
 
@@ -92,7 +92,7 @@ def _context(args: argparse.Namespace, local_rank: int, device, backend: str) ->
         "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", 1)) if world > 1 else 1,
         "power_backend": telemetry.name,
         # set by the CLI's --allow-shared-device when other jobs used the GPU
-        "other_gpu_processes": os.environ.get("ARTIFACT_SHARED_GPU_PROCESSES", ""),
+        "other_gpu_processes": os.environ.get(procs.SHARED_PROCESSES_ENV, ""),
     }
     options = RunOptions.from_json(json.loads(args.options))
     return RunContext(

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import torch
 
-from artifact.config import check_precision
+from artifact.core.config import check_precision
 
 _DTYPES = {
     "fp32": torch.float32,

@@ -23,8 +23,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from artifact.aggregate import v2_delays
-from artifact.verdicts import as_sentence, equivalence
+from artifact.analyze.aggregate import v2_delays
+from artifact.judge.verdicts import as_sentence, equivalence
+from artifact.results import Results
 
 # V1 is an equivalence check: it holds where the gap's whole CI lies within +-1 % (smaller
 # gaps are below what the paper's 25-run averages resolve, and a strict "contains 0"
@@ -187,3 +188,12 @@ def v2_verdicts(summary: pd.DataFrame, configs: dict[str, dict], records: list[d
         )
         for c in v2_checks(v2_delays(summary, configs), records)
     ]
+
+
+def check_verdicts(run: Results) -> list[dict]:
+    """The artifact's own checks on a results folder: V1 a configuration, then V2's
+    predictions where v2 ran (fitted on its records, per repetition)."""
+    checks = v1_verdicts(run.summary)
+    if (run.summary["figure"] == "v2").any():
+        checks += v2_verdicts(run.summary, run.configs, run.records("v2"))
+    return checks

@@ -9,7 +9,7 @@
 - nocomm:     collectives become no-ops on buffers of the same shape; numerics are
               meaningless, the mode exists to validate the sequential baseline (V1).
 
-A phase is a mode measured under a name (artifact/phases.py: the A/A repeat, the
+A phase is a mode measured under a name (artifact/core/phases.py: the A/A repeat, the
 zero-byte controls); the control phases route every collective through the same
 collective on zero bytes, outputs filled as nocomm fills them.
 
@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import torch
 
-from artifact.phases import (  # noqa: F401  (re-exported: the modes' names live there)
+from artifact.core.phases import (  # noqa: F401  (re-exported: the modes' names live there)
     CONTROL_PHASES,
     OVERLAP_CONTROL,
     OVERLAP_REPEAT,

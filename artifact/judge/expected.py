@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
+from artifact.core.errors import ArtifactError
 from artifact.env import REPO_ROOT
-from artifact.errors import ArtifactError
 from artifact.figures import REGISTRY
 
 EXPECTED_DIR = REPO_ROOT / "expected"

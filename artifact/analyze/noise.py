@@ -2,14 +2,14 @@
 "Noise floor").
 
 Every repetition of a figure that reports Eq. 1 also runs its overlap phase a second
-time (`overlap_repeat`, artifact.modes). Eq. 1 between those two identical passes is
+time (`overlap_repeat`, artifact.run.modes). Eq. 1 between those two identical passes is
 `noise_floor` in summary.csv (mode `derived`, aggregate.MODE_DERIVED): what the slowdown
 reads when nothing differs between the passes compared. A slowdown is evidence of
 contention only where its 95 % CI lies beyond the largest A/A reading the floor's own
 CI allows (`threshold`); `judge` says so for one configuration, and `gate` is compare's
 hook for the claims that overlap slows compute. The floor sees noise between passes of
 one code path; a bias tied to a mode is the negative controls' business
-(artifact/controls.py).
+(artifact/judge/controls.py).
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from artifact import procs
-from artifact.options import RunOptions
-from artifact.progress import read_beacon
+from artifact.core.options import RunOptions
+from artifact.run import procs
+from artifact.run.progress import read_beacon
 
 DEFAULT_HANG_S = 600.0  # no output and no progress this long: the run is hung
 RUN_HEADER = "==== run:"  # starts each run's part of a figure's log
@@ -55,7 +55,7 @@ def torchrun_command(
         ]
     cmd += [
         "-m",
-        "artifact.worker",
+        "artifact.run.worker",
         "--figure",
         figure,
         "--preset",
@@ -110,11 +110,12 @@ def launch(
     log_path: Path,
     hang_s: float = DEFAULT_HANG_S,
     echo: Callable[[str], Any] | None = None,
+    rank_env: dict[str, str] | None = None,
     **kwargs: Any,
 ) -> Outcome:
     """Run the ranks to completion, every line of their output in `log_path` and handed
     to `echo` (default: stderr; the CLI's display decides which lines reach the console,
-    artifact/progress.py).
+    artifact/run/progress.py).
 
     A watchdog turns a hang (no output and no progress for `hang_s`) into a failure
     instead of a wait without end. Any exception here (Ctrl-C, or the SIGTERM the CLI
@@ -125,6 +126,7 @@ def launch(
     progress = log_path.with_suffix(".progress")
     progress.unlink(missing_ok=True)
     env = {**child_env(kwargs["device"]), "PYTHONUNBUFFERED": "1", "ARTIFACT_HANG_S": str(hang_s)}
+    env |= rank_env or {}  # the CLI's word on the GPUs' other processes (procs.gpus_idle_env)
     cli = os.getpid()  # torchrun's parent: if it is gone before torchrun's prctl, so is torchrun
     with log_path.open("a", buffering=1) as log:  # by line: `tail -f` follows the run
         log.write(f"{RUN_HEADER} {' '.join(torchrun_command(**kwargs))}\n")
@@ -139,7 +141,7 @@ def launch(
             # group of its own, so the CLI alone decides (stop between repetitions, or
             # now on a second Ctrl-C; the CLI then terminates torchrun itself, below).
             # The CLI killed outright (SIGKILL): torchrun is killed too, and its death
-            # kills each worker (artifact/worker.py, before its imports). Not SIGTERM:
+            # kills each worker (artifact/run/worker.py, before its imports). Not SIGTERM:
             # torchrun's graceful shutdown once outlived the 10 s a killed run is given
             # to leave no process (CI, tests/test_interrupt.py), and with nobody left to
             # record anything it has nothing to do.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from artifact.errors import bad_choice
+from artifact.core.errors import bad_choice
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "rocm")
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
@@ -258,6 +258,11 @@ def get_preset(name: str) -> Preset:
         return PRESETS[name]
     except KeyError:
         raise bad_choice("preset", name, PRESETS) from None
+
+
+def default_preset(has_gpu: bool) -> str:
+    """The preset a run, plan or `all` takes without --preset: quick with a GPU, tiny without."""
+    return "quick" if has_gpu else "tiny"
 
 
 def check_device(name: str) -> str:

@@ -9,7 +9,7 @@ default and only says loudly that no GPU was seen.
 
 Every decision is one line: an ArtifactError (exit 2) or a note printed before the run.
 `decide` takes what was probed, so each decision is tested at its seam without a GPU.
-Usage (noxfile.py does this first): python -m artifact.preflight [run arguments...]
+Usage (noxfile.py does this first): python -m artifact.run.preflight [run arguments...]
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import os
 import sys
 from dataclasses import dataclass
 
-from artifact.errors import ArtifactError
-from artifact.units import size
+from artifact.core.errors import ArtifactError
+from artifact.core.units import size
 
 # torch 2.13.0 from PyPI is a CUDA 13.0 build: CUDA 13.0 needs an R580 driver or newer.
 MIN_NVIDIA_DRIVER = 580
@@ -174,7 +174,7 @@ def probe() -> Machine:
 
 def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
     """Check the run that `python -m artifact run FIG ARGS` would start; exit 2 if it cannot go right."""
-    p = argparse.ArgumentParser(prog="python -m artifact.preflight", add_help=False)
+    p = argparse.ArgumentParser(prog="python -m artifact.run.preflight", add_help=False)
     p.add_argument("--preset")
     p.add_argument("--device")
     p.add_argument("--gpus", type=int)

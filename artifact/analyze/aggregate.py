@@ -20,9 +20,9 @@ from typing import Any
 
 import pandas as pd
 
-from artifact import metrics as eq
-from artifact.errors import ArtifactError
-from artifact.metrics import describe, describe_derived
+from artifact.analyze import metrics as eq
+from artifact.analyze.metrics import describe, describe_derived
+from artifact.core.errors import ArtifactError
 
 DIMENSIONS = ("figure", "gpu", "model", "parallelism", "precision", "mode", "metric")
 STATS = ("mean", "std", "ci_low", "ci_high", "n", "cv", "noisy")
@@ -86,7 +86,7 @@ MODE_DERIVED = [
     relative_change("slowdown_vs_nocomm", ("overlap", "compute_ms"), ("nocomm", "compute_ms")),
     # The A/A check: Eq. 1 between two identical overlap passes of one repetition
     # (modes.OVERLAP_REPEAT). What Eq. 1 reads when nothing differs between the passes
-    # compared: a slowdown means something only where its CI clears this (artifact/noise.py).
+    # compared: a slowdown means something only where its CI clears this (artifact/analyze/noise.py).
     relative_change("noise_floor", ("overlap_repeat", "compute_ms"), ("overlap", "compute_ms")),
     # The negative controls (modes.CONTROL_PHASES, configurations that move data): Eq. 1
     # and the sequential penalty with every collective on zero bytes, which must read 0,

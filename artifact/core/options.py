@@ -14,9 +14,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from artifact.config import MODELS, PARALLELISMS, check_precision, get_model
-from artifact.errors import ArtifactError, bad_choice, check_positive
-from artifact.memory import RECOMPUTE_CHOICES
+from artifact.core.config import MODELS, PARALLELISMS, check_precision, get_model
+from artifact.core.errors import ArtifactError, bad_choice, check_positive
+from artifact.estimate.memory import RECOMPUTE_CHOICES
 from artifact.workloads import FSDP_IMPLS
 
 

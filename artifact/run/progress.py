@@ -1,13 +1,13 @@
 """What a run shows while it runs, drawn in the CLI's process (docs/design.md section 2).
 
 The ranks never draw on the terminal. Rank 0 writes a beacon, OUT/logs/<figure>.progress
-(artifact.runner.RunContext.progress): JSON with `what` it is doing and where it is
+(artifact.run.runner.RunContext.progress): JSON with `what` it is doing and where it is
 (config_k/config_n/config_id, rep_k/rep_n, phase/phase_k/phase_n). Here:
 - `read_beacon` and `State`: the beacon -> figure k/N (`nox -s all` sets FIGURE_ENV),
   configuration k/N, repetition k/N, phase, elapsed time and ETA;
 - `Display`: a rich Live display on a terminal; elsewhere (CI, `| tee`) plain one-line
   updates at a modest rate. It also decides which lines of the ranks' output reach the
-  console (`ConsoleFilter`); every line reaches the log (artifact.launch writes it);
+  console (`ConsoleFilter`); every line reaches the log (artifact.run.launch writes it);
 - `digest`: a couple of lines a configuration once a figure has run.
 Besides cli.py, the only module that prints (the Display, on the console it is given).
 """
@@ -31,7 +31,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
 
 FIGURE_ENV = "ARTIFACT_FIGURE_OF"  # "K/N": this figure's place in `nox -s all` (noxfile.py)
 STARTING = "starting the ranks (torchrun, imports, process group)"
@@ -314,7 +314,7 @@ def plain_line_due(printed: tuple[float, tuple] | None, key: tuple, now: float) 
 
 # --- after a figure: a couple of lines a configuration (the whole table is summary.csv) ---
 
-# Eq. 1 beside its A/A noise floor (two identical overlap passes; artifact/noise.py)
+# Eq. 1 beside its A/A noise floor (two identical overlap passes; artifact/analyze/noise.py)
 EQ1 = {"slowdown": "Eq. 1 slowdown", "noise_floor": "noise floor (A/A)"}
 
 

@@ -20,16 +20,14 @@ quantities (slowdown, penalty, % of TDP): absolute times are never in expected/.
 Items are judged per configuration and never average mechanisms: the rows of one-GPU
 proxies are left out of the paper's items and judged apart, one row per proxy
 configuration (item_type "proxy", never in the paper's tally). Every slowdown and
-penalty is judged as the effect beyond its negative control (artifact/controls.py).
+penalty is judged as the effect beyond its negative control (artifact/judge/controls.py).
 An interval shown beside a mean is a 95 % CI of that mean.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +35,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from artifact import controls, noise, validation
-from artifact.aggregate import gpus_in, load_summary
-from artifact.expected import EXPECTED_DIR, load_expected
-from artifact.figure_status import figure_status
+from artifact.analyze import noise
+from artifact.judge import controls, validation
+from artifact.judge.expected import EXPECTED_DIR, load_expected
+from artifact.judge.figure_status import figure_status
+from artifact.judge.verdicts import COLUMNS, MIN_REPETITIONS, as_sentence
+from artifact.results import Results
 from artifact.store import RunStore
-from artifact.verdicts import COLUMNS, MIN_REPETITIONS, as_sentence
-from artifact.workloads import beyond_paper
 
 CHECK_CPU_REASON = "CPU functional check: the check ran, its numbers are not judged on a CPU."
 CPU_REASON = "CPU functional check: no claim of the paper is evaluated on a CPU."
@@ -326,45 +324,7 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
     return _verdict(item, verdict, reason, expected, "", mean, lo, hi)
 
 
-@dataclass(frozen=True)
-class Run:
-    """What compare reads of a results folder."""
-
-    summary: pd.DataFrame
-    configs: dict[str, dict]
-    status: dict[str, dict]
-    gpus: list[str]
-
-    @classmethod
-    def load(cls, out: Path) -> Run:
-        summary = load_summary(out)
-        cfg_path = Path(out) / "configs.json"
-        configs = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
-        return cls(summary, configs, RunStore(out).status(), gpus_in(summary))
-
-    @property
-    def judged_rows(self) -> pd.DataFrame:
-        """Rows of the paper's implementations: not those of one beyond the paper (torch
-        FSDP2 beside DeepSpeed ZeRO-3), which the report shows unjudged."""
-        beyond = {c for c, cfg in self.configs.items() if beyond_paper(cfg)}
-        return self.summary[~self.summary["config_id"].isin(beyond)]
-
-    @property
-    def paper_rows(self) -> pd.DataFrame:
-        """The rows the paper's items are judged on: the paper's implementations, without
-        the one-GPU proxies (judged apart as proxy evidence)."""
-        rows = self.judged_rows
-        return rows[~rows["parallelism"].astype(str).str.startswith("proxy")]
-
-    @property
-    def proxy_configs(self) -> list[str]:
-        rows = self.judged_rows
-        return sorted(
-            set(rows.loc[rows["parallelism"].astype(str).str.startswith("proxy"), "config_id"])
-        )
-
-
-def _unjudgeable(item, run: Run) -> str | None:
+def _unjudgeable(item, run: Results) -> str | None:
     """Why the item is "not applicable" to this run before any row is read."""
     if not run.gpus:
         return CPU_REASON
@@ -374,7 +334,7 @@ def _unjudgeable(item, run: Run) -> str | None:
     return None
 
 
-def _rows_with_communication(item, rows: pd.DataFrame, run: Run) -> pd.DataFrame | None:
+def _rows_with_communication(item, rows: pd.DataFrame, run: Results) -> pd.DataFrame | None:
     """The rows whose configuration ran communication beside compute; None where the
     item's configurations ran none at all (world size 1: nothing to judge)."""
     ran = with_communication(run.summary)
@@ -404,10 +364,10 @@ def _precondition(item, rows: pd.DataFrame, summary: pd.DataFrame) -> str | None
     return f"{need['why']} ({need['metric']} below {need['at_least']:g} in {'; '.join(short)})"
 
 
-def _with_evidence(v: dict, item, rows: pd.DataFrame, run: Run, checks: list[dict]) -> dict:
+def _with_evidence(v: dict, item, rows: pd.DataFrame, run: Results, checks: list[dict]) -> dict:
     """n and the CI method of the rows judged; too few repetitions, slowdowns within their
-    A/A noise floor (artifact/noise.py), a negative control that does not read 0
-    (artifact/controls.py) or an unmet precondition make it inconclusive."""
+    A/A noise floor (artifact/analyze/noise.py), a negative control that does not read 0
+    (artifact/judge/controls.py) or an unmet precondition make it inconclusive."""
     n = int(rows["n"].min())
     v["n"] = n
     if "ci_method" in rows:
@@ -427,9 +387,9 @@ def _with_evidence(v: dict, item, rows: pd.DataFrame, run: Run, checks: list[dic
     return v
 
 
-def _not_ran(figures: list[str], run: Run) -> str:
+def _not_ran(figures: list[str], run: Results) -> str:
     """Why those of the figures that did not run did not ('' if all ran), as the
-    report's "What ran" says it (artifact.figure_status)."""
+    report's "What ran" says it (artifact.judge.figure_status)."""
     why = [(f, figure_status(f, run.status, run.summary)) for f in figures]
     return "; ".join(
         f"{f}: {detail}" for f, (category, detail) in why if not category.startswith("ran")
@@ -442,7 +402,7 @@ def _metric_of(item) -> str | None:
     return item.get("metric")
 
 
-def _judge_rows(item, rows: pd.DataFrame, run: Run, checks: list[dict], exp) -> dict:
+def _judge_rows(item, rows: pd.DataFrame, run: Results, checks: list[dict], exp) -> dict:
     """One verdict on `rows` (the paper's rows, or one proxy configuration's)."""
     metric = _metric_of(item)
     is_number = item["section"] == "numbers"
@@ -457,7 +417,7 @@ def _judge_rows(item, rows: pd.DataFrame, run: Run, checks: list[dict], exp) -> 
     return _with_evidence(v, item, rows, run, checks)
 
 
-def judge_item(item, run: Run, checks: list[dict] | None = None) -> list[dict]:
+def judge_item(item, run: Results, checks: list[dict] | None = None) -> list[dict]:
     """One expected item's verdict row, then one row per proxy configuration it has rows
     of (proxy evidence)."""
     checks = checks or []
@@ -490,7 +450,7 @@ def judge_item(item, run: Run, checks: list[dict] | None = None) -> list[dict]:
     return [_judge_rows(item, rows, run, checks, exp), *evidence]
 
 
-def _proxy_verdict(item, selected: pd.DataFrame, config_id: str, run: Run, checks, exp) -> dict:
+def _proxy_verdict(item, selected: pd.DataFrame, config_id: str, run: Results, checks, exp) -> dict:
     """The item judged on one proxy configuration's rows alone (never averaged with
     another mechanism), labelled proxy evidence."""
     rows = selected[selected["config_id"] == config_id]
@@ -504,17 +464,14 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     """The negative controls, every expected item's verdict (with its proxy evidence),
     then the artifact's own checks (V1, V2)."""
     items = load_expected(expected_dir)
-    run = Run.load(out)
+    run = Results.load(out)
     control_rows = controls.verdict_rows(run.judged_rows, run.configs)
     if not run.gpus:  # a CPU run checks the code path; its numbers judge nothing
         control_rows = [
             c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in control_rows
         ]
     rows_out = [row for item in items for row in judge_item(item, run, control_rows)]
-    checks = validation.v1_verdicts(run.summary)
-    if (run.summary["figure"] == "v2").any():
-        v2_records = [r for r in RunStore(out).records() if r["figure"] == "v2"]
-        checks += validation.v2_verdicts(run.summary, run.configs, v2_records)
+    checks = validation.check_verdicts(run)
     if not run.gpus:
         checks = [c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in checks]
     verdicts = pd.DataFrame(control_rows + rows_out + checks, columns=COLUMNS)

@@ -33,12 +33,12 @@ import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
 
-from artifact import procs
-from artifact.config import Preset
+from artifact.core.config import Preset
+from artifact.core.options import RunOptions
 from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize, timed
-from artifact.modes import OVERLAP_REPEAT
-from artifact.options import RunOptions
+from artifact.run import procs
+from artifact.run.modes import OVERLAP_REPEAT
 from artifact.store import RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class RunContext:
         return self.rank == 0
 
     def progress(self, what: str, **where: Any) -> None:
-        """Tell the launcher's hang watchdog and the CLI's display (artifact/progress.py)
+        """Tell the launcher's hang watchdog and the CLI's display (artifact/run/progress.py)
         this rank is alive, and where: rank 0 writes OUT/logs/<figure>.progress, JSON with
         `what` and the `where` fields given so far (config_k, config_n, config_id, rep_k,
         rep_n, phase, phase_k, phase_n). A new step, or new fields, is written at once; the
@@ -187,9 +187,6 @@ def stop_requested(ctx: RunContext) -> None:
         raise StopRequested()
 
 
-SHARED_ENV = "ARTIFACT_ALLOW_SHARED_DEVICE"  # set by the CLI's --allow-shared-device
-
-
 def check_gpu_alone(ctx: RunContext) -> None:
     """After each configuration: no other job has started on our GPUs meanwhile (its
     load would enter every number). Every rank looks at its own GPU and all agree."""
@@ -197,7 +194,7 @@ def check_gpu_alone(ctx: RunContext) -> None:
     gpu = {ctx.gpu_index: ctx.power_backend}
     mine = procs.other_gpu_processes(gpu, ours, visible_only=True)
     found = [p for rank in gather(mine) for p in rank]
-    procs.refuse_shared(found, allow=os.environ.get(SHARED_ENV) == "1")
+    procs.refuse_shared(found, allow=os.environ.get(procs.ALLOW_SHARED_ENV) == "1")
 
 
 def rep_done(ctx: RunContext, config_id: str, phases: tuple[str, ...], rep: int) -> bool:

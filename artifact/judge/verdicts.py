@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from artifact.errors import ArtifactError
+from artifact.core.errors import ArtifactError
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not applicable", "not run")
 # the artifact's own validation checks (V1, V2; item_type "check") hold or fail; they are
 # not claims of the paper and never count as reproduced
 CHECK_VERDICTS = ("holds", "fails", "inconclusive", "not applicable", "not run")
 # item_type: the paper's numbers and claims (expected/*.yaml); the artifact's checks (V1,
-# V2); the negative controls (artifact/controls.py), judged as checks; and proxy evidence,
+# V2); the negative controls (artifact/judge/controls.py), judged as checks; and proxy evidence,
 # the paper's items judged on one-GPU proxies, shown apart and never in the paper's tally
 KINDS = ("number", "claim", "check", "control", "proxy")
 PAPER_KINDS = ("number", "claim")
@@ -42,7 +42,7 @@ COLUMNS = [
     "unit",
     "kind",
     "source",
-    "item_type",  # number / claim (expected/*.yaml) or check (V1, V2: artifact.validation)
+    "item_type",  # number / claim (expected/*.yaml) or check (V1, V2: artifact.judge.validation)
     "config_id",  # a check's configuration (empty: the item spans configurations)
 ]
 

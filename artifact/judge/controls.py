@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from artifact.verdicts import as_sentence, equivalence
+from artifact.judge.verdicts import as_sentence, equivalence
 
 # a control "reads 0" where its whole 95 % CI lies within +-1 point: V1's margin
 CONTROL_MARGIN = 0.01

@@ -1,0 +1,94 @@
+"""A results folder as the stages after `run` read it, loaded once (HTA's front object).
+
+compare, validation and the report all take a `Results`: summary.csv, configs.json,
+provenance.json and the status files, with verdicts.csv read when first asked for (compare
+writes it; the report reads it). It judges nothing and imports no torch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+
+from artifact.analyze.aggregate import gpus_in, load_summary
+from artifact.judge.verdicts import load_verdicts
+from artifact.store import RunStore
+from artifact.workloads import beyond_paper
+
+
+@dataclass
+class Results:
+    """What a results folder holds, for the stages that read it."""
+
+    out: Path
+    summary: pd.DataFrame
+    configs: dict[str, dict]
+    status: dict[str, dict]
+    ran_on: dict  # provenance.json, written by summarize (aggregate.provenance_of)
+
+    @classmethod
+    def load(cls, out: Path) -> Results:
+        out = Path(out)
+        summary = load_summary(out)  # checks the folder and its summary first
+        return cls(
+            out,
+            summary,
+            _json(out / "configs.json"),
+            RunStore(out).status(),
+            _json(out / "provenance.json"),
+        )
+
+    @cached_property
+    def verdicts(self) -> pd.DataFrame:
+        """verdicts.csv: compare judges, the report only reads (a missing one is an error)."""
+        return load_verdicts(self.out)
+
+    def records(self, figure: str) -> list[dict]:
+        """One figure's records (V2 fits them per repetition)."""
+        return [r for r in RunStore(self.out).records() if r["figure"] == figure]
+
+    @property
+    def gpus(self) -> list[str]:
+        """The GPU models the rows ran on (none: a CPU run)."""
+        return gpus_in(self.summary)
+
+    @property
+    def provenance(self) -> dict:
+        return self.ran_on.get("provenance", {})
+
+    def values(self) -> dict[str, list[str]]:
+        """Every provenance key's values the run's records hold (VARYING_KEYS)."""
+        return self.ran_on.get("values", {})
+
+    def seen(self, key: str) -> list[str]:
+        """Every value of a provenance key the run's records hold (VARYING_KEYS)."""
+        return self.values().get(key, [])
+
+    @property
+    def judged_rows(self) -> pd.DataFrame:
+        """Rows of the paper's implementations: not those of one beyond the paper (torch
+        FSDP2 beside DeepSpeed ZeRO-3), which the report shows unjudged."""
+        beyond = {c for c, cfg in self.configs.items() if beyond_paper(cfg)}
+        return self.summary[~self.summary["config_id"].isin(beyond)]
+
+    @property
+    def paper_rows(self) -> pd.DataFrame:
+        """The rows the paper's items are judged on: the paper's implementations, without
+        the one-GPU proxies (judged apart as proxy evidence)."""
+        rows = self.judged_rows
+        return rows[~rows["parallelism"].astype(str).str.startswith("proxy")]
+
+    @property
+    def proxy_configs(self) -> list[str]:
+        rows = self.judged_rows
+        return sorted(
+            set(rows.loc[rows["parallelism"].astype(str).str.startswith("proxy"), "config_id"])
+        )
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
