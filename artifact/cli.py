@@ -429,9 +429,21 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
+def check_run_args(run_args: list[str]) -> None:
+    """The flags `all` hands every figure, checked once before anything runs: a bad value
+    is one line and exit 2, not one error per figure."""
+    args = build_parser().parse_args(["run", "fig8", *run_args])
+    run_options(args)
+    device = resolve_device(args.device)
+    preset = get_preset(args.preset or default_preset(device != "cpu"))
+    if device == "cpu" and preset.device != "cpu":
+        raise ArtifactError(f"preset {preset.name!r} needs a GPU; on CPU use --preset tiny")
+
+
 def cmd_all(args: argparse.Namespace) -> int:
     from artifact.suite import run_all
 
+    check_run_args(args.run_args)
     return run_all(
         args.run_args, say=lambda line: console.print(line, markup=False, highlight=False)
     )

@@ -14,6 +14,7 @@ import pytest
 from matplotlib.container import BarContainer
 
 from artifact.analyze.aggregate import COLUMNS, provenance_of
+from artifact.core.phases import microbench_phases
 from artifact.judge.compare import write_verdicts
 from artifact.report import plots, write_report
 from artifact.report.facts import stack_deviations
@@ -176,10 +177,12 @@ def test_checklist_and_notes_come_from_the_run(tiny_run):
     # time per experiment: this run's, from its records' timestamps, beside the measured
     # reference of the same preset (tiny, 2 CPU cores: artifact/data/reference.json)
     records = len(list((tiny_run / "records" / "fig8").rglob("rep-*.json")))
-    assert records == 2 * 5  # 2 repetitions x 5 phases (the A/A repeat), one configuration on CPU
+    # 2 repetitions x the phases of a two-rank all-reduce (the A/A repeat and the
+    # zero-byte controls), one configuration on CPU
+    assert records == 2 * len(microbench_phases(noise_floor=True, moves_data=True))
     fig8 = re.search(r"\| fig8 \| (\d+) s \((\d+) records\) \| 12 s \| [^|]+ \|", checklist)
     assert fig8 and int(fig8.group(2)) == records and 0 <= int(fig8.group(1)) < 300
-    assert "| fig4 (also fig5) | no records | 27 s |" in checklist
+    assert "| fig4 (also fig5) | no records | 36 s |" in checklist
     assert "| fig9 | no records | 10 s | not priced: opt-in (`--allow-power-cap`) |" in checklist
     assert "Reference run: `bash .ci/run` from a fresh clone" in checklist
     assert "ran fig8; not run or failed: fig4, fig5 (from fig4's records), fig6" in checklist
