@@ -183,8 +183,8 @@ def test_checklist_and_notes_come_from_the_run(tiny_run):
     fig8 = re.search(r"\| fig8 \| (\d+) s \((\d+) records\) \| 12 s \| [^|]+ \|", checklist)
     assert fig8 and int(fig8.group(2)) == records and 0 <= int(fig8.group(1)) < 300
     assert "| fig4 (also fig5) | no records | 36 s |" in checklist
-    assert "| fig9 | no records | 10 s | not priced: opt-in (`--allow-power-cap`) |" in checklist
-    assert "Reference run: `bash .ci/run` from a fresh clone" in checklist
+    assert "| fig9 | no records | 9 s | not priced: opt-in (`--allow-power-cap`) |" in checklist
+    assert "Reference run: README's main command from a fresh clone" in checklist
     assert "ran fig8; not run or failed: fig4, fig5 (from fig4's records), fig6" in checklist
     assert "Artifacts Available is not sought" in checklist
     notes = _section(md, "# H. Notes")
