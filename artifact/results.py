@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from artifact.analyze.aggregate import gpus_in, load_summary
+from artifact.judge.controls import is_proxy
 from artifact.judge.verdicts import load_verdicts
 from artifact.store import RunStore
 from artifact.workloads import beyond_paper
@@ -80,14 +81,12 @@ class Results:
         """The rows the paper's items are judged on: the paper's implementations, without
         the one-GPU proxies (judged apart as proxy evidence)."""
         rows = self.judged_rows
-        return rows[~rows["parallelism"].astype(str).str.startswith("proxy")]
+        return rows[~rows["parallelism"].map(is_proxy)]
 
     @property
     def proxy_configs(self) -> list[str]:
         rows = self.judged_rows
-        return sorted(
-            set(rows.loc[rows["parallelism"].astype(str).str.startswith("proxy"), "config_id"])
-        )
+        return sorted(set(rows.loc[rows["parallelism"].map(is_proxy), "config_id"]))
 
 
 def _json(path: Path) -> dict:

@@ -36,13 +36,15 @@ BEYOND = {"slowdown": "slowdown_beyond_control", "sequential_penalty": "penalty_
 WHAT = {"control_slowdown": "Eq. 1 slowdown", "control_penalty": "sequential penalty"}
 
 
-def is_proxy(row: Mapping) -> bool:
-    return str(row.get("parallelism", "")).startswith("proxy")
+def is_proxy(parallelism) -> bool:
+    """Whether a row's parallelism is a one-GPU proxy's (`proxy-copy`, `proxy-nccl-onerank`):
+    the one test of it that compare, the controls and the results folder share."""
+    return str(parallelism).startswith("proxy")
 
 
 def _moves_nothing(row: Mapping, configs: Mapping[str, dict]) -> bool:
     config = configs.get(row["config_id"], {})
-    return config.get("world_size") == 1 and not is_proxy(row)
+    return config.get("world_size") == 1 and not is_proxy(row.get("parallelism"))
 
 
 def readings(summary: pd.DataFrame, configs: Mapping[str, dict]) -> pd.DataFrame:
@@ -130,7 +132,9 @@ def gate(verdict: dict, metric: str | None, rows: pd.DataFrame, controls: list[d
     bad, missing = [], []
     for r in rows.to_dict("records"):
         c = by_key.get((r["figure"], r["config_id"]))
-        if c is None and is_proxy(r):  # a proxy's control: the figure's no-data row
+        if c is None and is_proxy(
+            r.get("parallelism")
+        ):  # a proxy's control: the figure's no-data row
             c = fallback.get(r["figure"])
         if c is None:
             missing.append(r["config_id"])

@@ -12,6 +12,7 @@ from artifact.core.units import duration, size
 from artifact.env import REPO_ROOT
 from artifact.estimate import build, figures_of, reference, totals
 from artifact.figures import ALL, OWN_RECORDS, REGISTRY, spec_of
+from artifact.judge.controls import is_proxy
 from artifact.judge.expected import load_expected
 from artifact.judge.verdicts import VERDICTS, paper_items
 from artifact.report.document import Doc
@@ -430,10 +431,10 @@ def _run_notes(run: Results) -> list[str]:
         notes.append(
             "Every row comes from a CPU (gloo): a functional check; no claim of the paper is evaluated."
         )
-    proxies = sorted({p for p in summary["parallelism"].astype(str) if p.startswith("proxy")})
+    proxies = sorted({p for p in summary["parallelism"].astype(str) if is_proxy(p)})
     if proxies:
         notes.append(
-            f"One GPU: the microbenchmarks used labelled proxies for the all-reduce ({', '.join(proxies)}); verdicts on their rows say '(rows include one-GPU proxies)'."
+            f"One GPU: the microbenchmarks used labelled proxies for the all-reduce ({', '.join(proxies)}); the paper's items judged on their rows are under 'Proxy evidence', never counted."
         )
     if any("shim" in str(n) for n in summary["note"].dropna()):
         notes.append(
