@@ -145,9 +145,28 @@ def test_the_plan_prices_the_phases_the_experiments_run():
     assert microbench.PHASES is phases.MICROBENCH_PHASES and fig7.BLOCKS is phases.FIG7_BLOCKS
     quick = get_preset("quick")
     step = 0.25
-    phase = model.phase_seconds(quick, step, quick.iters_per_rep, training=True)
-    # settle (the middle of 0.5 s and the 1.5 s bound) + 5 timed steps (over the 1 s floor) + 3
-    assert phase == pytest.approx((0.5 + 1.5) / 2 + 5 * step + 3 * step)
+    rep = model.training_rep_seconds(quick, step, quick.iters_per_rep, 4)
+    # settling rounds of 4 steps to the 1.5 s bound (2 rounds) + 5 timed rounds (over the
+    # 1 s floor) + 3 profiled steps a phase
+    assert rep == pytest.approx(2 * 4 * step + 5 * 4 * step + 4 * 3 * step)
+    assert model.training_rep_seconds(quick, step, quick.iters_per_rep, 6) == pytest.approx(
+        1 * 6 * step + 5 * 6 * step + 6 * 3 * step
+    )
+
+
+def test_a_configuration_a_figure_reuses_costs_nothing_where_both_run():
+    """fig11's FP32 is fig10's (FigureSpec.reuses): priced once where fig10 runs first,
+    in full where fig11 runs alone."""
+    both = {
+        (r.figure, r.precision): r
+        for r in _rows("fig10", "fig11", "--preset", "quick", "--gpus", "1")
+    }
+    alone = {r.precision: r for r in _rows("fig11", "--preset", "quick", "--gpus", "1")}
+    assert (
+        both[("fig11", "fp32")].time_s == 0 and "measured for fig10" in both[("fig11", "fp32")].note
+    )
+    assert both[("fig10", "fp32")].time_s == alone["fp32"].time_s > 60
+    assert both[("fig11", "tf32")].time_s == alone["tf32"].time_s > 0
 
 
 def test_every_reference_entry_names_its_run():

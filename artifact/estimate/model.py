@@ -18,6 +18,7 @@ read too.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -62,6 +63,20 @@ def phase_seconds(
     return settle_seconds(p, step_s, training) + timed + iters * step_s
 
 
+def training_rep_seconds(
+    p: Preset, step_s: float, iters: int, phases: int, timed_iters: int | None = None
+) -> float:
+    """One training repetition (artifact.run.runner.measure_repetition, interleaved):
+    rounds of every phase settle (at least one, until the preset's upper bound: three
+    steady rounds never fit in it at quick), timed rounds (each phase at least the
+    preset's iterations and seconds, the power window inside), each phase profiled."""
+    round_s = phases * step_s
+    settle = round_s * max(1, math.ceil(p.settle_max_s / round_s))
+    seconds = max(p.timed_min_s, p.power_window_s)
+    rounds = max(timed_iters or p.timed_min_iters or iters, math.ceil(seconds / step_s))
+    return settle + rounds * round_s + phases * iters * step_s
+
+
 # recomputation runs every forward twice: 8 x params x tokens of work instead of 6
 RECOMPUTE_COST = 8 / 6
 
@@ -74,10 +89,12 @@ CPU_UNSUPPORTED = {
 METHODS = {
     "flops": "a step: 6 x params x tokens / (GPUs x TFLOP/s measured on one H200, overlap mode: "
     "{rates}), x (m+p-1)/m pipeline bubble; per repetition, 4 phases (3 modes and the A/A "
-    "repeat; 6 with the zero-byte controls on several GPUs), each settled (the middle of its "
-    "bounds), timed (at least the preset's iterations and seconds, the power window inside) "
-    "and profiled; + warm-up x 3 steps + {training:g} s set-up (calibrated); communication "
-    "not added: a lower bound on several GPUs",
+    "repeat; 6 with the zero-byte controls on several GPUs) in interleaved rounds: rounds "
+    "settling to the preset's upper bound (at least one), timed rounds (each phase at least "
+    "the preset's iterations and seconds, the power window inside), then each phase "
+    "profiled; + warm-up x 3 steps + {training:g} s set-up (calibrated); communication "
+    "not added: a lower bound on several GPUs; a configuration a figure reuses (fig11's "
+    "FP32 is fig10's) costs nothing where both run",
     "micro": "repetitions x phases (4; + the A/A repeat in fig8, fig9, contention and v2; + 2 "
     "zero-byte controls where the all-reduce moves data) x (settling at its lower bound + the "
     "timed pass, at least the preset's iterations and seconds or the power window + the "
@@ -292,9 +309,9 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
             step = step_seconds(m, par, mb, prec, world, p.global_batch, t.rates)
             step *= RECOMPUTE_COST if recompute else 1
             timed = p.fp32_timed_iters if slow else None
-            phase = phase_seconds(p, step, iters, training=True, timed_iters=timed)
+            rep = training_rep_seconds(p, step, iters, phases, timed_iters=timed)
             warmup = len(TRAINING_MODES) * step
-            secs = warmup + p.reps * phases * phase + ref.of("setup_s", "training")
+            secs = warmup + p.reps * rep + ref.of("setup_s", "training")
             method = "flops"
         note = "" if fits else f"not run: {need / GIB:.0f} GiB > {t.gpu_memory_gib:g}"
         note = f"not run: {why_not}" if fits and why_not else note
@@ -436,8 +453,26 @@ def build(preset: Preset, figures: Iterable[str], gpus: int, gpu_memory_gib: flo
                 r.time_s_if_run = share
                 r.time_s = share if r.runs is not False else 0.0
                 r.method = "measured"
-        rows += fig_rows
+        rows += _reused(fig, fig_rows, rows, priced=device == "cuda")
     return rows
+
+
+def _reused(fig: str, fig_rows: list[Row], before: list[Row], priced: bool) -> list[Row]:
+    """Rows the figure copies from the figure it reuses, when that one runs first in the
+    plan (artifact.experiments.training.reuse): no time of their own (`priced`; a tiny
+    figure's measured time already holds its copying)."""
+    source = spec_of(fig).reuses
+    measured = {
+        (r.model, r.parallelism, r.precision, r.micro_batch)
+        for r in before
+        if r.figure == source and r.runs
+    }
+    for r in fig_rows:
+        if r.runs and (r.model, r.parallelism, r.precision, r.micro_batch) in measured:
+            if priced:
+                r.time_s = r.time_s_if_run = 0.0
+            r.note = "; ".join(n for n in (r.note, f"measured for {source}: its records") if n)
+    return fig_rows
 
 
 def totals(rows: list[Row]) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 A configuration (model, parallelism, batch, precision) builds one trainer (a DeepSpeed
 ZeRO-3 engine, or a Megatron-core pipeline); every repetition runs the three modes, the
 A/A repeat of `overlap` (the noise floor) and, where collectives move data (world size
-above 1), the two zero-byte controls, in the order of a balanced (Williams) design on
-it, each settled, timed under the power sampler and profiled. A trainer provides
+above 1), the two zero-byte controls: timed together in interleaved rounds under the
+power sampler (runner.interleaved_timed_pass), then each profiled, in the order of a
+balanced (Williams) design. A trainer provides
 step(phase) -> loss, params, model_flops_per_step(world) and close() (frees its memory
 before the next configuration is built).
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +29,7 @@ import torch
 from artifact.core.config import ModelConfig, get_model
 from artifact.core.phases import TRAINING_MODES, balanced_order, training_phases
 from artifact.estimate import memory
+from artifact.figures import spec_of
 from artifact.measure.peak import peak_matmul_tflops
 from artifact.run import capability
 from artifact.run.runner import (
@@ -34,6 +37,7 @@ from artifact.run.runner import (
     POWER_UNITS,
     ConfigPoint,
     RunContext,
+    broadcast,
     check_gpu_alone,
     gather,
     log_repetition,
@@ -41,6 +45,7 @@ from artifact.run.runner import (
     pending,
     stop_requested,
 )
+from artifact.store import atomic_write, dump_json
 from artifact.workloads.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -122,6 +127,49 @@ def release_memory(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
+def reuse(ctx: RunContext, point: ConfigPoint, phases: tuple[str, ...]) -> bool:
+    """Whether `point` was measured already for the figure this one reuses
+    (FigureSpec.reuses: fig11's FP32 is fig10's): every phase of every repetition on disk
+    there, with the same settings. Rank 0 then copies those records here, each marked
+    `reused_from` and noted, and nothing is measured again."""
+    source = spec_of(ctx.figure).reuses
+    found = ctx.is_writer and source is not None and _reusable(ctx, source, point, phases)
+    if not broadcast(found):
+        return False
+    if ctx.is_writer:
+        for rep in range(ctx.reps):
+            for phase in phases:
+                if not ctx.store.has(ctx.figure, point.config_id, phase, rep):
+                    _copy_record(ctx, source, point.config_id, phase, rep)
+    log.info("%s: measured for %s; its records copied", point.config_id, source)
+    return True
+
+
+def _reusable(ctx: RunContext, source: str, point: ConfigPoint, phases: tuple[str, ...]) -> bool:
+    paths = [
+        ctx.store.record_path(source, point.config_id, phase, rep)
+        for rep in range(ctx.reps)
+        for phase in phases
+    ]
+    if not all(p.is_file() for p in paths):
+        return False
+    seen = json.loads(paths[0].read_text())
+    same = {k: v for k, v in point.config.items() if k != "note"}
+    return seen["provenance"].get("preset") == ctx.preset.name and all(
+        seen["config"].get(k) == v for k, v in same.items()
+    )
+
+
+def _copy_record(ctx: RunContext, source: str, config_id: str, phase: str, rep: int) -> None:
+    record = json.loads(ctx.store.record_path(source, config_id, phase, rep).read_text())
+    note = f"measured for {source} (the same configuration): its records"
+    record["figure"] = ctx.figure
+    record["reused_from"] = source
+    record["config"]["note"] = "; ".join(n for n in (record["config"].get("note"), note) if n)
+    path = ctx.store.record_path(ctx.figure, config_id, phase, rep)
+    atomic_write(path, lambda f: dump_json(record, f))
+
+
 def run_configs(
     ctx: RunContext,
     configs: list[ConfigPoint],
@@ -132,7 +180,10 @@ def run_configs(
     and configurations the device cannot run (recorded with their reason). `numbered`:
     this list's place in the figure's configurations (runner.pending)."""
     phases = training_phases(ctx.world_size)
-    for (config_id, config, spec), todo in pending(ctx, configs, phases, numbered):
+    for point, todo in pending(ctx, configs, phases, numbered):
+        if reuse(ctx, point, phases):
+            continue
+        config_id, config, spec = point
         reason, needed = cannot_run(ctx, spec)
         if reason:
             _not_run(ctx, config_id, reason)
@@ -190,7 +241,7 @@ def _measure(
 
         def loss_of(phase):
             # only ranks that compute the loss have one (a pipeline's last stage); the
-            # timed pass's last losses (the settling and timed steps come first)
+            # phase's last losses (its profiled steps come last)
             n = config["iters_per_rep"]
             return {"loss": [float(x) for x in losses[phase][-n:] if x is not None]}
 
@@ -214,6 +265,7 @@ def _measure(
                 finish=with_mfu,
                 iters=iters,
                 timed_iters=timed_iters,
+                interleave=True,  # host slow spells last seconds: compare within rounds
             )
             log_repetition(ctx, config_id, rep, results)
     finally:

@@ -54,6 +54,9 @@ class FigureSpec:
     options: frozenset[str]  # run options it honours (fields of artifact.core.options.RunOptions)
     params: Mapping[str, Any] = field(default_factory=dict)  # run()'s keyword arguments
     records_of: str | None = None  # drawn from another figure's records (fig5: fig4's)
+    # configurations already measured for that figure in the same output folder (same id
+    # and settings, every repetition) are copied from its records, not run again
+    reuses: str | None = None
     derived: tuple[Derived, ...] = ()
     panels: tuple[Panel, ...] = ()  # the report's figure, one panel each
     expected: str | None = None  # file under expected/

@@ -157,6 +157,52 @@ def window_power(samples: pd.DataFrame) -> WindowPower:
     )
 
 
+def refreshes(samples: pd.DataFrame, column: str = "energy_j") -> tuple[np.ndarray, np.ndarray]:
+    """When a reading refreshed and its new value: a refresh happened between the poll
+    before a change and the poll that saw it, so it is stamped midway (within half a
+    poll interval); the first row's value is of unknown age and is not a refresh."""
+    s = samples[["t_ns", column]].dropna()
+    t, v = s["t_ns"].to_numpy(float), s[column].to_numpy(float)
+    idx = np.flatnonzero(np.diff(v) != 0) + 1
+    return (t[idx - 1] + t[idx]) / 2, v[idx]
+
+
+def intervals_power(samples: pd.DataFrame, intervals_ns: list[tuple[int, int]]) -> WindowPower:
+    """What the sampler saw over some intervals of its run (one phase's iterations of an
+    interleaved timed pass). Mean power is the counter's energy between the first and the
+    last refresh inside each interval, over their time: a counter refreshed every 100 ms
+    read at an interval's ends would mix in the neighbours' power (by about 14 % for
+    250 ms iterations). Intervals with fewer than two refreshes inside add nothing; if
+    none has two, mean power is NaN (the resolution says why). Peak, polled mean and SM
+    clock come from the polls inside the intervals; resolutions are the whole run's."""
+    if samples.empty or not intervals_ns:
+        return window_power(samples.iloc[:0])
+    spans = np.asarray(intervals_ns, float)
+    stamps, values = refreshes(samples)
+    joules = inner_s = 0.0
+    for a, b in spans:
+        inside = (stamps >= a) & (stamps <= b)
+        if inside.sum() >= 2:
+            joules += values[inside][-1] - values[inside][0]
+            inner_s += (stamps[inside][-1] - stamps[inside][0]) / 1e9
+    seconds = float(np.sum(spans[:, 1] - spans[:, 0]) / 1e9)
+    mean_w = joules / inner_s if inner_s > 0 else float("nan")
+    t = samples["t_ns"].to_numpy(float)
+    sel = samples[((t[:, None] >= spans[:, 0]) & (t[:, None] <= spans[:, 1])).any(axis=1)]
+    peak_col = "power_instant_w" if samples["power_instant_w"].notna().any() else "power_w"
+    nan = float("nan")
+    return WindowPower(
+        energy_j=mean_w * seconds,  # the phase's iterations at its mean power
+        seconds=seconds,
+        peak_w=float(sel[peak_col].max()) if len(sel) else nan,
+        polled_mean_w=float(sel["power_w"].mean()) if len(sel) else nan,
+        samples=len(sel),
+        resolution_s=effective_resolution_s(samples, "power_w"),
+        energy_resolution_s=effective_resolution_s(samples, "energy_j"),
+        sm_clock_mean_mhz=float(sel["sm_clock_mhz"].mean()) if len(sel) else nan,
+    )
+
+
 def trace_base_ns(trace: dict) -> int:
     """Epoch ns that a torch.profiler trace's `ts` (microseconds) count from."""
     return int(trace.get("baseTimeNanoseconds", 0))

@@ -409,7 +409,7 @@ def installation(doc: Doc) -> None:
 def workflow(doc: Doc) -> None:
     doc.h(1, "E. Experiment workflow")
     doc.p(
-        "`nox -s all` prints the plan (memory, time and disk of every configuration), runs every experiment into one folder (`results/<time>-<preset>/`), going on past a failing one, then `summarize` (summary.csv, 95% CIs), `compare` (verdicts.csv) and `report` (this appendix). In each experiment torchrun starts one process per GPU; each repetition runs every phase in its row of a balanced (Williams) order, each settled, timed and profiled; records are written atomically and a new run into the same folder resumes where the last one stopped."
+        "`nox -s all` prints the plan (memory, time and disk of every configuration), runs every experiment into one folder (`results/<time>-<preset>/`), going on past a failing one, then `summarize` (summary.csv, 95% CIs), `compare` (verdicts.csv) and `report` (this appendix). In each experiment torchrun starts one process per GPU; each repetition runs every phase in its row of a balanced (Williams) order, each settled, timed and profiled (training times its phases together, in interleaved rounds); records are written atomically and a new run into the same folder resumes where the last one stopped."
     )
     quick, tiny = (reference.values(n) for n in ("quick_h200_measured_s", "tiny_measured_s"))
     doc.p(

@@ -28,7 +28,15 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
     (
         "settling",
-        "before each timed pass, the phase's own work runs until its step time and the GPU's clock are steady (bounded), so no phase inherits the previous one's power state.",
+        "before timed iterations, the work about to be timed runs until its step time and the GPU's clock are steady (bounded), so no phase inherits the previous one's power state.",
+    ),
+    (
+        "interleaved rounds",
+        "how training times its phases: each round runs every phase once (in a row of the Williams design), so a slow spell of the host that lasts seconds falls on every phase alike.",
+    ),
+    (
+        "round-adjusted E2E",
+        "a phase's E2E from interleaved rounds: the median over rounds of its iteration's share of the round's mean, times the median round mean; phases are compared within rounds.",
     ),
     (
         "Williams design",

@@ -78,9 +78,12 @@ def passes_section(doc: Doc, summary: pd.DataFrame) -> None:
     """How the timed passes went: settling and outlying iterations, per configuration."""
     doc.h(3, "Timed passes: settling and outlying iterations")
     doc.p(
-        "Before its timed pass each phase settles: its own work runs until the last three "
-        "step times and SM clocks agree within 5 %, within the preset's bounds. The timed "
-        "pass's E2E is its median iteration; an iteration more than 5 scaled MADs (and 5 %) "
+        "Before timed iterations the GPU settles: the work about to be timed runs until the "
+        "last three step times and SM clocks agree within 5 %, within the preset's bounds. "
+        "Training times its phases in interleaved rounds (every phase once a round, so a "
+        "slow spell of the host falls on all alike; settling is then by rounds) and takes a "
+        "phase's round-adjusted median; the microbenchmarks time each phase in a pass of its "
+        "own and take its median iteration. An iteration more than 5 scaled MADs (and 5 %) "
         "from it is an outlier, counted here and left in the records (`e2e_iterations_ms`)."
     )
     if "settled" not in set(summary["metric"]):

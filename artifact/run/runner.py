@@ -10,6 +10,8 @@ For one phase (a mode, or an isolated-communication run) of one repetition:
   3. the profiled pass: `iters` iterations under torch.profiler, each marked, parsed into
      the kernel table: per-iteration compute / communication / memory time and the overlap
      fraction. Timing and profiling are separate so profiler overhead never reaches E2E.
+Training times its phases together instead, in interleaved rounds (1 and 2 for every
+phase at once: `interleaved_timed_pass`, `round_adjusted`), then profiles each (3).
 Ranks' numbers are gathered on rank 0, which alone writes records.
 """
 
@@ -35,6 +37,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from artifact.core.config import Preset
 from artifact.core.options import RunOptions
+from artifact.core.phases import balanced_order
 from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize, timed
 from artifact.run import procs
@@ -245,12 +248,16 @@ def _steady(values: list[float]) -> bool:
     return len(last) == SETTLE_LAST and (max(last) - min(last)) <= SETTLE_SPREAD * mid
 
 
-def settle(ctx: RunContext, step: Callable[[], None], what: str) -> dict[str, float]:
-    """Run `step` until the GPU is in the phase's own steady state: at least the preset's
-    warm-up iterations and settle_min_s, then until the last iterations' step times and
-    SM clocks agree, at most settle_max_s. Every rank runs the same iterations (a step
-    may hold collectives): they stop together once all are steady or one is out of time."""
+def settle(
+    ctx: RunContext, step: Callable[[], None], what: str, least: int | None = None
+) -> dict[str, float]:
+    """Run `step` until the GPU is in the phase's own steady state: at least `least`
+    iterations (the preset's warm-up) and settle_min_s, then until the last iterations'
+    step times and SM clocks agree, at most settle_max_s. Every rank runs the same
+    iterations (a step may hold collectives): they stop together once all are steady or
+    one is out of time."""
     p, times, clocks = ctx.preset, [], []
+    least = max(1, ctx.warmup) if least is None else least
     t0 = time.perf_counter()
     while True:
         ctx.progress(f"{what}: settling")
@@ -259,7 +266,7 @@ def settle(ctx: RunContext, step: Callable[[], None], what: str) -> dict[str, fl
         clocks.append(_sm_clock_mhz(ctx.power_backend))
         elapsed = time.perf_counter() - t0
         steady = _steady(times) and _steady(clocks)
-        enough = len(times) >= max(1, ctx.warmup) and elapsed >= p.settle_min_s
+        enough = len(times) >= least and elapsed >= p.settle_min_s
         votes = gather((enough and steady, elapsed >= p.settle_max_s))
         if all(v[0] for v in votes) or any(v[1] for v in votes):
             break
@@ -288,10 +295,11 @@ def outliers(e2e: list[float]) -> int:
     return int(np.sum(np.abs(x - med) > max(OUTLIER_MADS * mad, OUTLIER_FLOOR * med)))
 
 
-def _window_metrics(samples, iters: int, tdp: float, with_power: bool) -> dict[str, list[float]]:
+def _window_metrics(
+    w: power.WindowPower, iters: int, tdp: float, with_power: bool
+) -> dict[str, list[float]]:
     """What the sampler saw over the timed pass: the SM clock always, power where the
     phase asked for a power window."""
-    w = power.window_power(samples)
     values = {"sm_clock_mean_mhz": w.sm_clock_mean_mhz}
     if with_power:
         values |= {
@@ -325,7 +333,78 @@ def timed_pass(
     if sampler is None:
         return e2e, {}
     tdp = ctx.power_backend.power_limit_w()
-    return e2e, _window_metrics(sampler.samples(), n, tdp, with_power)
+    return e2e, _window_metrics(power.window_power(sampler.samples()), n, tdp, with_power)
+
+
+# The sampler runs this long after an interleaved pass's last iteration, so the energy
+# counter refreshes once past it (power.energy_at interpolates between refreshes).
+COUNTER_TAIL_S = 0.25
+
+
+def interleaved_timed_pass(
+    ctx: RunContext,
+    steps: dict[str, Callable[[], None]],
+    rep: int,
+    what: str,
+    least: int,
+    seconds: float,
+    with_power: bool,
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, float]]:
+    """Every phase's timed iterations in rounds (docs/measurement.md, "Interleaved timed
+    rounds"): each round runs every phase once, in a row of the Williams design (round r
+    of repetition `rep` takes row rep + r), so a slow spell of the host or the GPU that
+    lasts seconds falls on every phase alike. Rounds first settle (the preset's bounds;
+    at least one round), then run until each phase has at least `least` iterations and
+    `seconds` of its own. With telemetry the sampler covers the whole pass and each
+    phase's power and clock come from its own iterations (power.intervals_power).
+
+    Returns each phase's lists (E2E of its iteration in each round, what the sampler saw)
+    and the settling numbers."""
+    phases = tuple(steps)
+
+    def one_round() -> None:
+        for phase in phases:
+            steps[phase]()
+
+    telemetry = ctx.power_backend.name != "none"
+    sampler = power.PowerSampler(ctx.power_backend, ctx.power_interval_s) if telemetry else None
+    e2e: dict[str, list[float]] = {p: [] for p in phases}
+    spans: dict[str, list[tuple[int, int]]] = {p: [] for p in phases}
+    ctx.barrier()
+    with sampler or contextlib.nullcontext():
+        settled = settle(ctx, one_round, f"{what}: every phase", least=1)
+        rounds = timed_iterations(ctx, settled.pop("step_s") / len(phases), least, seconds)
+        for r in range(rounds):
+            ctx.progress(f"{what}: timed round {r + 1}/{rounds}")
+            for phase in balanced_order(phases, rep + r):
+                ctx.barrier()
+                t0 = time.time_ns()
+                e2e[phase].append(timed(steps[phase], ctx.device) * 1e3)
+                spans[phase].append((t0, time.time_ns()))
+        if sampler is not None:
+            time.sleep(COUNTER_TAIL_S)
+    out = {p: {"e2e_ms": e2e[p]} for p in phases}
+    if sampler is not None:
+        samples, tdp = sampler.samples(), ctx.power_backend.power_limit_w()
+        for p in phases:
+            w = power.intervals_power(samples, spans[p])
+            out[p] |= _window_metrics(w, rounds, tdp, with_power)
+    return out, settled
+
+
+def round_adjusted(e2e: dict[str, list[float]]) -> dict[str, tuple[float, int]]:
+    """Each phase's E2E from interleaved rounds, and its outlying iterations: the median
+    over rounds of its iteration's share of the round (the round's mean over phases),
+    times the median round mean. A round is a block: what slows a whole round (the
+    host's slow spells) cancels in the shares, so phases are compared within rounds."""
+    phases = list(e2e)
+    n = min(len(v) for v in e2e.values())
+    t = np.array([e2e[p][:n] for p in phases], dtype=float)
+    level = t.mean(axis=0)
+    scaled = t / level * np.median(level)
+    return {
+        p: (float(np.median(scaled[i])), outliers(scaled[i].tolist())) for i, p in enumerate(phases)
+    }
 
 
 def measure_phase(
@@ -357,6 +436,28 @@ def measure_phase(
     n = timed_iterations(ctx, settled.pop("step_s"), least, seconds)
     e2e, seen = timed_pass(ctx, step, n, trace_name, with_power=window > 0)
     ctx.barrier()
+    out = {
+        "e2e_ms": [t * 1e3 for t in e2e],
+        **profiled_pass(ctx, step, trace_name, keep_trace, comm, iters),
+        **{k: [v] for k, v in settled.items()},
+        **seen,
+    }
+    if ctx.device.type == "cuda":
+        out["peak_memory_gib"] = [torch.cuda.max_memory_allocated(ctx.device) / GIB]
+    return out
+
+
+def profiled_pass(
+    ctx: RunContext,
+    step: Callable[[], None],
+    trace_name: str,
+    keep_trace: bool,
+    comm: tuple[str, ...],
+    iters: int,
+) -> dict[str, list[float]]:
+    """`iters` iterations under torch.profiler, each marked, parsed into the kernel table:
+    per-iteration compute, communication and memory time, the overlap fraction and the
+    device's span of the iteration (and V2's injected delay where there is one)."""
     with tempfile.TemporaryDirectory() as tmp:
         with profile(
             activities=profiler_activities(ctx.device), **_profiler_options(ctx.device)
@@ -381,7 +482,6 @@ def measure_phase(
         table = kernels.kernel_table(kernels.load_trace(path))
     per_iter = kernels.per_iteration(table, iters, comm)
     out = {
-        "e2e_ms": [t * 1e3 for t in e2e],
         "compute_ms": (per_iter["compute_us"] / 1e3).tolist(),
         "communication_ms": (per_iter["communication_us"] / 1e3).tolist(),
         "memory_ms": (per_iter["memory_us"] / 1e3).tolist(),
@@ -389,11 +489,7 @@ def measure_phase(
         # E2E of the profiled pass as the device saw it: E2E / this shows whether the
         # timed and the profiled passes ran alike (Eq. 4 mixes the two)
         "profiled_span_ms": (per_iter["span_us"] / 1e3).tolist(),
-        **{k: [v] for k, v in settled.items()},
-        **seen,
     }
-    if ctx.device.type == "cuda":
-        out["peak_memory_gib"] = [torch.cuda.max_memory_allocated(ctx.device) / GIB]
     if per_iter["delay_us"].any():  # only V2 injects a delay; other records stay as they were
         out["delay_ms"] = (per_iter["delay_us"] / 1e3).tolist()
     return out
@@ -469,11 +565,14 @@ def measure_repetition(
     iters: int | None = None,
     timed_iters: int | None = None,
     timed_s: float | None = None,
+    interleave: bool = False,
 ) -> dict[str, dict[str, float]]:
     """One repetition: every phase settled, timed (under the power sampler where there is
     telemetry) and profiled, in the given order; rank 0 then writes one record a phase,
     with the E2E of each timed iteration. The A/A repeat (modes.OVERLAP_REPEAT) keeps no
-    trace. (Over 60 lines, on purpose: the whole protocol of a repetition,
+    trace. With `interleave` (training) the phases are timed together in interleaved
+    rounds first (`interleaved_timed_pass`), and then each is profiled after one
+    iteration of its own. (Over 60 lines, on purpose: the whole protocol of a repetition,
     docs/design.md section 3, reads top to bottom here; most of the length is its
     keyword arguments.)
 
@@ -484,44 +583,79 @@ def measure_repetition(
     iterations and seconds.
     Returns the metrics by phase (empty dicts on ranks other than 0).
     """
+    p = ctx.preset
+    timed_by_phase: dict[str, dict[str, list[float]]] = {}
+    if interleave:
+        window = p.power_window_s if power_window_s is None else power_window_s
+        if ctx.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(ctx.device)
+        ctx.progress(f"{config_id}: interleaved rounds", rep_k=rep + 1, rep_n=ctx.reps, phase="all")
+        timed_by_phase, settled = interleaved_timed_pass(
+            ctx,
+            {phase: step_of(phase) for phase in phases},
+            rep,
+            config_id,
+            least=timed_iters or p.timed_min_iters or iters or ctx.iters,
+            seconds=max(p.timed_min_s if timed_s is None else timed_s, window),
+            with_power=window > 0,
+        )
+        for lists in timed_by_phase.values():
+            lists |= {k: [v] for k, v in settled.items()}
     results = {}
     for k, phase in enumerate(phases, 1):
         where = {"rep_k": rep + 1, "rep_n": ctx.reps, "phase_k": k, "phase_n": len(phases)}
         ctx.progress(f"{config_id}: {phase}", **where, phase=phase)
-        per_rank = measure_phase(
-            ctx,
-            step_of(phase),
-            trace_name=f"{config_id}-{phase}",
-            keep_trace=rep == 0 and phase != OVERLAP_REPEAT,
-            comm=comm,
-            iters=iters,
-            timed_iters=timed_iters,
-            timed_s=timed_s,
-            power_window_s=power_window_s,
-        )
+        keep_trace = rep == 0 and phase != OVERLAP_REPEAT
+        if interleave:
+            step_of(phase)()  # the mode switched in before its kernels are profiled
+            ctx.barrier()
+            profiled = profiled_pass(
+                ctx, step_of(phase), f"{config_id}-{phase}", keep_trace, comm, iters or ctx.iters
+            )
+            per_rank = timed_by_phase[phase] | profiled
+            if ctx.device.type == "cuda":
+                per_rank["peak_memory_gib"] = [torch.cuda.max_memory_allocated(ctx.device) / GIB]
+        else:
+            per_rank = measure_phase(
+                ctx,
+                step_of(phase),
+                trace_name=f"{config_id}-{phase}",
+                keep_trace=keep_trace,
+                comm=comm,
+                iters=iters,
+                timed_iters=timed_iters,
+                timed_s=timed_s,
+                power_window_s=power_window_s,
+            )
         if per_rank_extra is not None:
             per_rank |= per_rank_extra(phase)
-        m, per_rank_means, e2e = reduce_ranks(per_rank)
-        if ctx.is_writer and finish is not None:
-            m = finish(phase, m)
-        results[phase] = (m, per_rank_means, e2e)
-    if ctx.is_writer:
-        for k, (phase, (m, per_rank_means, e2e)) in enumerate(results.items()):
-            ctx.store.write_record(
-                figure=ctx.figure,
-                config_id=config_id,
-                config=config,
-                mode=phase,
-                rep=rep,
-                metrics=m,
-                units=units,
-                provenance=ctx.provenance,
-                extra={
-                    "per_rank": per_rank_means,
-                    "e2e_iterations_ms": e2e,
-                    "phase_position": k,  # its place in this repetition's order (0: first)
-                    "phase_order": list(phases),
-                    **(extra or {}),
-                },
-            )
+        results[phase] = reduce_ranks(per_rank)
+    if not ctx.is_writer:
+        return {phase: {} for phase in phases}
+    if interleave:  # phases compared within rounds (round_adjusted)
+        adjusted = round_adjusted({phase: e2e for phase, (_, _, e2e) in results.items()})
+        for phase, (m, _, _) in results.items():
+            m["e2e_ms"], m["e2e_outliers"] = adjusted[phase][0], float(adjusted[phase][1])
+    design = {"timed": "interleaved rounds" if interleave else "per phase"}
+    for k, (phase, (m, per_rank_means, e2e)) in enumerate(results.items()):
+        if finish is not None:
+            m |= finish(phase, m)
+        ctx.store.write_record(
+            figure=ctx.figure,
+            config_id=config_id,
+            config=config,
+            mode=phase,
+            rep=rep,
+            metrics=m,
+            units=units,
+            provenance=ctx.provenance,
+            extra={
+                "per_rank": per_rank_means,
+                "e2e_iterations_ms": e2e,
+                "phase_position": k,  # its place in this repetition's order (0: first)
+                "phase_order": list(phases),
+                **design,
+                **(extra or {}),
+            },
+        )
     return {phase: m for phase, (m, _, _) in results.items()}

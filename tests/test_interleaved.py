@@ -1,0 +1,193 @@
+"""Interleaved timed rounds (artifact/run/runner.py, docs/measurement.md "Interleaved timed
+rounds"): a slow spell of the host that lasts longer than one phase's pass biases
+per-phase passes and not the rounds; the round-adjusted E2E compares phases within
+rounds; each phase's power comes from its own iterations."""
+
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from artifact.core.config import get_preset
+from artifact.core.phases import williams_rows
+from artifact.measure import power
+from artifact.run import runner
+from artifact.run.runner import RunContext
+from artifact.store import RunStore
+
+BASE_S = 0.02  # a step of 20 ms
+SPELL = 1.5  # a slow spell makes every step 50 % slower
+
+
+def _context(out) -> RunContext:
+    return RunContext(
+        figure="fig4",
+        preset=get_preset("tiny"),
+        device=torch.device("cpu"),
+        rank=0,
+        world_size=1,
+        store=RunStore(out),
+        provenance={},
+        reps=1,
+        warmup=0,
+        iters=1,
+    )
+
+
+def _host_with_a_slow_spell(first: int, last: int):
+    """Steps of identical work; the host is slow from its `first` to its `last` step (a
+    spell counted in steps, so the test does not depend on this machine's timing)."""
+    count = [0]
+
+    def step():
+        slow = first <= count[0] <= last
+        count[0] += 1
+        time.sleep(BASE_S * (SPELL if slow else 1.0))
+
+    return step
+
+
+def test_a_slow_spell_biases_per_phase_passes_but_not_interleaved_rounds(tmp_path):
+    """Two phases of the same work, 6 timed iterations each, and a slow spell over the
+    second half of the steps. Timed one phase after the other, the second phase reads
+    about +50 %; timed in interleaved rounds, both phases see the spell alike."""
+    ctx = _context(tmp_path)
+    step = _host_with_a_slow_spell(6, 11)
+    first, _ = runner.timed_pass(ctx, step, 6, "a", with_power=False)
+    second, _ = runner.timed_pass(ctx, step, 6, "b", with_power=False)
+    blocked = np.median(second) / np.median(first) - 1
+    assert blocked > 0.3
+
+    step = _host_with_a_slow_spell(7, 12)  # 1 settling round of 2 steps comes first
+    timed, settled = runner.interleaved_timed_pass(
+        ctx, {"a": step, "b": step}, rep=0, what="t", least=6, seconds=0.0, with_power=False
+    )
+    assert settled["settle_iters"] == 1 and len(timed["a"]["e2e_ms"]) == 6
+    adjusted = runner.round_adjusted({p: v["e2e_ms"] for p, v in timed.items()})
+    assert abs(adjusted["b"][0] / adjusted["a"][0] - 1) < 0.05
+
+
+def test_rounds_follow_the_williams_rows(tmp_path):
+    """Round r of repetition `rep` runs the phases in row rep + r of the design."""
+    ctx_phases = ("overlap", "sequential", "overlap_repeat", "nocomm")
+    seen: list[str] = []
+    steps = {p: (lambda p=p: seen.append(p)) for p in ctx_phases}
+    ctx = _context(tmp_path)
+    runner.interleaved_timed_pass(
+        ctx, steps, rep=1, what="t", least=4, seconds=0.0, with_power=False
+    )
+    rounds = [seen[i : i + 4] for i in range(4, len(seen), 4)]  # after 1 settling round
+    rows = williams_rows(4)
+    assert rounds == [[ctx_phases[i] for i in rows[(1 + r) % 4]] for r in range(4)]
+
+
+def test_round_adjustment_removes_the_rounds_level():
+    """Rounds whose level drifts by +-15 % (the host's spells), two phases 2 % apart with
+    1 % noise each: over 400 simulated repetitions of 5 rounds, the adjusted ratio is
+    centred on 1.02 and varies under 0.7 times as much as the ratio of raw medians (0.57
+    at this seed)."""
+    rng = np.random.default_rng(0)
+    adjusted, raw = [], []
+    for _ in range(400):
+        level = 250 * (1 + 0.15 * rng.standard_normal(5))
+        a = level * (1 + 0.01 * rng.standard_normal(5))
+        b = level * 1.02 * (1 + 0.01 * rng.standard_normal(5))
+        got = runner.round_adjusted({"a": list(a), "b": list(b)})
+        adjusted.append(np.log(got["b"][0] / got["a"][0]))
+        raw.append(np.log(np.median(b) / np.median(a)))
+    assert np.exp(np.mean(adjusted)) == pytest.approx(1.02, abs=0.002)
+    assert np.std(adjusted) < 0.7 * np.std(raw)
+
+
+def _counter_samples(power_of, t_end_s: float, poll_s=0.02, refresh_s=0.1, offset_s=0.037):
+    """A sampler's rows over a device whose power is `power_of(t)`: polled every 20 ms, the
+    energy counter refreshed every 100 ms (as NVML's on an H200)."""
+    dt = 1e-4
+    grid = np.arange(0, t_end_s + dt, dt)
+    energy = np.concatenate([[0.0], np.cumsum([power_of(t) * dt for t in grid[:-1]])])
+    rows = []
+    for t in np.arange(0, t_end_s, poll_s):
+        last_refresh = offset_s + refresh_s * np.floor((t - offset_s) / refresh_s)
+        e = float(np.interp(max(last_refresh, 0.0), grid, energy))
+        rows.append((int(t * 1e9), power_of(t), power_of(t), e, 1980.0, 40.0))
+    return pd.DataFrame(rows, columns=["t_ns", *power.FIELDS])
+
+
+def test_each_phase_is_priced_by_its_own_iterations():
+    """Phases of 250 ms alternate at 300 W and 600 W: each reads its own power within
+    5 %; taken at the last poll before each end, the counter would mix its neighbours."""
+    step = 0.25
+
+    def power_of(t):
+        return 300.0 if int(t / step) % 2 == 0 else 600.0
+
+    samples = _counter_samples(power_of, 4.0)
+    spans = {
+        w: [(int(k * step * 1e9), int((k + 1) * step * 1e9)) for k in range(1, 14) if k % 2 == i]
+        for i, w in enumerate((300.0, 600.0))
+    }
+    for watts, intervals in spans.items():
+        got = power.intervals_power(samples, intervals)
+        assert got.mean_w == pytest.approx(watts, rel=0.05)
+        assert got.peak_w == watts and got.seconds == pytest.approx(
+            6 * step + step * (watts == 600)
+        )
+    t, e = samples["t_ns"].to_numpy(), samples["energy_j"].to_numpy()
+    naive = (
+        sum(
+            e[np.searchsorted(t, b, "right") - 1] - e[np.searchsorted(t, a, "right") - 1]
+            for a, b in spans[300.0]
+        )
+        / power.intervals_power(samples, spans[300.0]).seconds
+    )
+    assert abs(naive / 300.0 - 1) > 0.15
+
+
+def _fig10_records(store: RunStore, reps: int, precision: str = "fp32") -> dict:
+    from artifact.core.phases import training_phases
+
+    config = {"model": "gpt-tiny", "parallelism": "fsdp", "precision": precision, "note": ""}
+    for rep in range(reps):
+        for phase in training_phases(1):
+            store.write_record(
+                figure="fig10", config_id="gpt-tiny_fsdp_fp32_mb2_w1", config=config,
+                mode=phase, rep=rep, metrics={"e2e_ms": 10.0 + rep}, units={"e2e_ms": "ms"},
+                provenance={"preset": "tiny", "figure": "fig10"},
+            )  # fmt: skip
+    return config
+
+
+def test_fig11_copies_fig10s_fp32_configuration_and_says_so(tmp_path):
+    """A configuration fig10 measured in the same folder, every repetition, with the same
+    settings: fig11 copies its records (marked and noted) instead of measuring it."""
+    from artifact.core.phases import training_phases
+    from artifact.experiments import training
+
+    ctx = _context(tmp_path)
+    ctx = RunContext(**{**ctx.__dict__, "figure": "fig11", "reps": 2})
+    config = _fig10_records(ctx.store, reps=2)
+    point = runner.ConfigPoint("gpt-tiny_fsdp_fp32_mb2_w1", {**config, "note": "x"}, None)
+    other = runner.ConfigPoint(point.config_id, {**config, "precision": "tf32"}, None)
+    assert not training.reuse(ctx, other, training_phases(1))  # other settings
+    assert not ctx.store.records("fig11")
+    assert training.reuse(ctx, point, training_phases(1))
+    copied = ctx.store.records("fig11")
+    assert len(copied) == 2 * len(training_phases(1))
+    assert {r["figure"] for r in copied} == {"fig11"} and {r["reused_from"] for r in copied} == {
+        "fig10"
+    }
+    assert all("measured for fig10" in r["config"]["note"] for r in copied)
+    assert sorted(r["metrics"]["e2e_ms"] for r in copied if r["mode"] == "overlap") == [10.0, 11.0]
+
+
+def test_a_configuration_with_a_repetition_missing_is_measured_again(tmp_path):
+    from artifact.core.phases import training_phases
+    from artifact.experiments import training
+
+    ctx = RunContext(**{**_context(tmp_path).__dict__, "figure": "fig11", "reps": 3})
+    config = _fig10_records(ctx.store, reps=2)  # fig10 ran 2 of the 3 repetitions
+    point = runner.ConfigPoint("gpt-tiny_fsdp_fp32_mb2_w1", config, None)
+    assert not training.reuse(ctx, point, training_phases(1))
+    assert not ctx.store.records("fig11")
