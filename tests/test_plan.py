@@ -146,9 +146,9 @@ def test_the_plan_prices_the_phases_the_experiments_run():
     quick = get_preset("quick")
     step = 0.25
     rep = model.training_rep_seconds(quick, step, quick.iters_per_rep, 4)
-    # settling rounds of 4 steps to the 1.5 s bound (2 rounds) + 5 timed rounds (over the
-    # 1 s floor) + 3 profiled steps a phase
-    assert rep == pytest.approx(2 * 4 * step + 5 * 4 * step + 4 * 3 * step)
+    # one settling round of 4 steps (over the 0.3 s floor) + 5 timed rounds (over the 1 s
+    # floor) + 3 profiled steps a phase
+    assert rep == pytest.approx(1 * 4 * step + 5 * 4 * step + 4 * 3 * step)
     assert model.training_rep_seconds(quick, step, quick.iters_per_rep, 6) == pytest.approx(
         1 * 6 * step + 5 * 6 * step + 6 * 3 * step
     )

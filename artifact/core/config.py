@@ -130,6 +130,9 @@ class Preset:
     timed_min_iters: int = 0
     timed_min_s: float = 0.0
     fp32_timed_iters: int | None = None
+    # training's half-precision configurations time at least this many interleaved rounds
+    # (0: timed_min_iters); FP32/TF32 ones fp32_timed_iters
+    timed_rounds: int = 0
     # Before each timed pass the phase's own work runs until step time and SM clock are
     # steady (at least `warmup` iterations and settle_min_s), at most settle_max_s.
     settle_min_s: float = 0.0
@@ -209,7 +212,8 @@ PRESETS: dict[str, Preset] = {
             fp32_iters=1,
             timed_min_iters=5,
             timed_min_s=1.0,
-            fp32_timed_iters=2,
+            fp32_timed_iters=3,
+            timed_rounds=8,
             settle_min_s=0.3,
             settle_max_s=1.5,
             contention=ContentionConfig(

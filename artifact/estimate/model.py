@@ -67,11 +67,11 @@ def training_rep_seconds(
     p: Preset, step_s: float, iters: int, phases: int, timed_iters: int | None = None
 ) -> float:
     """One training repetition (artifact.run.runner.measure_repetition, interleaved):
-    rounds of every phase settle (at least one, until the preset's upper bound: three
-    steady rounds never fit in it at quick), timed rounds (each phase at least the
+    rounds of every phase settle (at least one and the preset's lower bound: training's
+    clock is steady by then), timed rounds (each phase at least the
     preset's iterations and seconds, the power window inside), each phase profiled."""
     round_s = phases * step_s
-    settle = round_s * max(1, math.ceil(p.settle_max_s / round_s))
+    settle = round_s * max(1, math.ceil(p.settle_min_s / round_s))
     seconds = max(p.timed_min_s, p.power_window_s)
     rounds = max(timed_iters or p.timed_min_iters or iters, math.ceil(seconds / step_s))
     return settle + rounds * round_s + phases * iters * step_s
@@ -90,7 +90,7 @@ METHODS = {
     "flops": "a step: 6 x params x tokens / (GPUs x TFLOP/s measured on one H200, overlap mode: "
     "{rates}), x (m+p-1)/m pipeline bubble; per repetition, 4 phases (3 modes and the A/A "
     "repeat; 6 with the zero-byte controls on several GPUs) in interleaved rounds: rounds "
-    "settling to the preset's upper bound (at least one), timed rounds (each phase at least "
+    "settling to the preset's lower bound (at least one), timed rounds (each phase at least "
     "the preset's iterations and seconds, the power window inside), then each phase "
     "profiled; + warm-up x 3 steps + {training:g} s set-up (calibrated); communication "
     "not added: a lower bound on several GPUs; a configuration a figure reuses (fig11's "
@@ -308,7 +308,7 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
         if t.device == "cuda":
             step = step_seconds(m, par, mb, prec, world, p.global_batch, t.rates)
             step *= RECOMPUTE_COST if recompute else 1
-            timed = p.fp32_timed_iters if slow else None
+            timed = p.fp32_timed_iters if slow else p.timed_rounds or None
             rep = training_rep_seconds(p, step, iters, phases, timed_iters=timed)
             warmup = len(TRAINING_MODES) * step
             secs = warmup + p.reps * rep + ref.of("setup_s", "training")

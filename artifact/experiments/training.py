@@ -228,7 +228,7 @@ def _measure(
         # measure fewer of them (the record says how many)
         slow = spec.precision in ("fp32", "tf32")
         iters = ctx.preset.fp32_iters if slow else None
-        timed_iters = ctx.preset.fp32_timed_iters if slow else None
+        timed_iters = ctx.preset.fp32_timed_iters if slow else ctx.preset.timed_rounds or None
         config["iters_per_rep"] = iters or ctx.iters
         for mode in TRAINING_MODES:  # the framework's first steps (allocations), discarded
             ctx.progress(f"{config_id}: warm-up ({mode})")

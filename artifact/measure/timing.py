@@ -7,8 +7,10 @@ what E2E means here; CUDA events on one stream would miss side-stream work.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -30,3 +32,19 @@ def timed(fn: Callable[[], object], device: torch.device) -> float:
     fn()
     synchronize(device)
     return time.perf_counter() - t0
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's garbage collector paused over timed iterations, as torchtitan and
+    Megatron-LM pause it in their training loops: a collection of a large heap (ZeRO-3's
+    hooks and parameters) stalls the host for tens of milliseconds at moments no phase
+    chooses. One full collection runs first, outside the timing."""
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -39,7 +39,7 @@ from artifact.core.config import Preset
 from artifact.core.options import RunOptions
 from artifact.core.phases import balanced_order
 from artifact.measure import kernels, power
-from artifact.measure.timing import synchronize, timed
+from artifact.measure.timing import gc_paused, synchronize, timed
 from artifact.run import procs
 from artifact.run.modes import OVERLAP_REPEAT
 from artifact.store import RunStore, atomic_write_text
@@ -248,16 +248,12 @@ def _steady(values: list[float]) -> bool:
     return len(last) == SETTLE_LAST and (max(last) - min(last)) <= SETTLE_SPREAD * mid
 
 
-def settle(
-    ctx: RunContext, step: Callable[[], None], what: str, least: int | None = None
-) -> dict[str, float]:
-    """Run `step` until the GPU is in the phase's own steady state: at least `least`
-    iterations (the preset's warm-up) and settle_min_s, then until the last iterations'
-    step times and SM clocks agree, at most settle_max_s. Every rank runs the same
-    iterations (a step may hold collectives): they stop together once all are steady or
-    one is out of time."""
+def settle(ctx: RunContext, step: Callable[[], None], what: str) -> dict[str, float]:
+    """Run `step` until the GPU is in the phase's own steady state: at least the preset's
+    warm-up iterations and settle_min_s, then until the last iterations' step times and
+    SM clocks agree, at most settle_max_s. Every rank runs the same iterations (a step
+    may hold collectives): they stop together once all are steady or one is out of time."""
     p, times, clocks = ctx.preset, [], []
-    least = max(1, ctx.warmup) if least is None else least
     t0 = time.perf_counter()
     while True:
         ctx.progress(f"{what}: settling")
@@ -266,7 +262,7 @@ def settle(
         clocks.append(_sm_clock_mhz(ctx.power_backend))
         elapsed = time.perf_counter() - t0
         steady = _steady(times) and _steady(clocks)
-        enough = len(times) >= least and elapsed >= p.settle_min_s
+        enough = len(times) >= max(1, ctx.warmup) and elapsed >= p.settle_min_s
         votes = gather((enough and steady, elapsed >= p.settle_max_s))
         if all(v[0] for v in votes) or any(v[1] for v in votes):
             break
@@ -275,6 +271,35 @@ def settle(
         "settle_iters": float(len(times)),
         "settled": float(all(v[0] for v in votes)),
         "step_s": float(np.median(times[-SETTLE_LAST:])),
+    }
+
+
+def settle_rounds(
+    ctx: RunContext, steps: dict[str, Callable[[], None]], what: str
+) -> dict[str, float]:
+    """Rounds of every phase until the SM clock is steady over the last three iterations
+    (step times differ between phases by design, so only the clock is judged): at least
+    one round and settle_min_s, at most settle_max_s. All ranks stop together."""
+    p, clocks, rounds = ctx.preset, [], 0
+    t0 = time.perf_counter()
+    while True:
+        ctx.progress(f"{what}: settling")
+        r0 = time.perf_counter()
+        for step in steps.values():
+            ctx.barrier()
+            step()
+            synchronize(ctx.device)
+            clocks.append(_sm_clock_mhz(ctx.power_backend))
+        round_s, rounds = time.perf_counter() - r0, rounds + 1
+        elapsed = time.perf_counter() - t0
+        votes = gather((elapsed >= p.settle_min_s and _steady(clocks), elapsed >= p.settle_max_s))
+        if all(v[0] for v in votes) or any(v[1] for v in votes):
+            break
+    return {
+        "settle_s": elapsed,
+        "settle_iters": float(rounds * len(steps)),
+        "settled": float(all(v[0] for v in votes)),
+        "step_s": round_s / len(steps),
     }
 
 
@@ -325,7 +350,7 @@ def timed_pass(
     sampler = power.PowerSampler(ctx.power_backend, ctx.power_interval_s) if telemetry else None
     e2e = []
     ctx.barrier()
-    with sampler or contextlib.nullcontext():
+    with gc_paused(), sampler or contextlib.nullcontext():
         for i in range(n):
             ctx.progress(f"{what}: timed iteration {i + 1}/{n}")
             ctx.barrier()
@@ -361,19 +386,14 @@ def interleaved_timed_pass(
     Returns each phase's lists (E2E of its iteration in each round, what the sampler saw)
     and the settling numbers."""
     phases = tuple(steps)
-
-    def one_round() -> None:
-        for phase in phases:
-            steps[phase]()
-
     telemetry = ctx.power_backend.name != "none"
     sampler = power.PowerSampler(ctx.power_backend, ctx.power_interval_s) if telemetry else None
     e2e: dict[str, list[float]] = {p: [] for p in phases}
     spans: dict[str, list[tuple[int, int]]] = {p: [] for p in phases}
     ctx.barrier()
-    with sampler or contextlib.nullcontext():
-        settled = settle(ctx, one_round, f"{what}: every phase", least=1)
-        rounds = timed_iterations(ctx, settled.pop("step_s") / len(phases), least, seconds)
+    with gc_paused(), sampler or contextlib.nullcontext():
+        settled = settle_rounds(ctx, steps, what)
+        rounds = timed_iterations(ctx, settled.pop("step_s"), least, seconds)
         for r in range(rounds):
             ctx.progress(f"{what}: timed round {r + 1}/{rounds}")
             for phase in balanced_order(phases, rep + r):
