@@ -14,6 +14,9 @@ from artifact.estimate import memory, model, reference
 from tests.conftest import ROOT
 
 
+QUICK_1 = ("--preset", "quick", "--gpus", "1")
+
+
 def _rows(*argv: str) -> list[plan.Row]:
     ap = plan.argparse.ArgumentParser()
     plan.add_arguments(ap)
@@ -167,6 +170,29 @@ def test_a_configuration_a_figure_reuses_costs_nothing_where_both_run():
     )
     assert both[("fig10", "fp32")].time_s == alone["fp32"].time_s > 60
     assert both[("fig11", "tf32")].time_s == alone["tf32"].time_s > 0
+
+
+def test_fig10_prices_fig4s_fsdp_row_once():
+    """fig10's FP16 row is fig4's FSDP row of the same size where fig4 runs first."""
+    rows = {(r.figure, r.parallelism, r.precision): r for r in _rows("fig4", "fig10", *QUICK_1)}
+    alone = {r.precision: r for r in _rows("fig10", *QUICK_1)}
+    assert rows[("fig10", "fsdp", "fp16")].time_s == 0
+    assert "measured for fig4" in rows[("fig10", "fsdp", "fp16")].note
+    assert rows[("fig4", "fsdp", "fp16")].time_s == alone["fp16"].time_s > 60
+    assert rows[("fig10", "fsdp", "bf16")].time_s == alone["bf16"].time_s
+
+
+def test_zero3_half_precision_is_priced_at_the_most_rounds(monkeypatch):
+    """ZeRO-3's FP16 row costs its extra rounds (quick: 8 to 24); the pipeline's does not."""
+    import artifact.core.config as cfg
+
+    with_most = {r.parallelism: r.time_s for r in _rows("fig4", *QUICK_1)}
+    fewer = dataclasses.replace(get_preset("quick"), timed_rounds_max=0)
+    monkeypatch.setitem(cfg.PRESETS, "quick", fewer)
+    without = {r.parallelism: r.time_s for r in _rows("fig4", *QUICK_1)}
+    assert with_most["pipeline"] == without["pipeline"]
+    # 5 repetitions x 16 more rounds x 4 phases x a step of at least 0.1 s
+    assert with_most["fsdp"] > without["fsdp"] + 5 * 16 * 4 * 0.1
 
 
 def test_every_reference_entry_names_its_run():

@@ -131,8 +131,13 @@ class Preset:
     timed_min_s: float = 0.0
     fp32_timed_iters: int | None = None
     # training's half-precision configurations time at least this many interleaved rounds
-    # (0: timed_min_iters); FP32/TF32 ones fp32_timed_iters
+    # (0: timed_min_iters); FP32/TF32 ones fp32_timed_iters. Half-precision ones go on, up
+    # to timed_rounds_max, while a phase's median is less precise than timed_rounds_se
+    # (relative standard error): ZeRO-3's steps jitter by 5-60 ms on one H200 at random
+    # (results/h200x1/session9), the pipeline's and FP32's do not
     timed_rounds: int = 0
+    timed_rounds_max: int = 0
+    timed_rounds_se: float = 0.005
     # Before each timed pass the phase's own work runs until step time and SM clock are
     # steady (at least `warmup` iterations and settle_min_s), at most settle_max_s.
     settle_min_s: float = 0.0
@@ -194,9 +199,9 @@ PRESETS: dict[str, Preset] = {
         ),
         # quick: the paper's smallest model at half its sequence, 5 repetitions (the
         # fewest a verdict accepts), timed passes of at least 5 iterations and 1 s (the
-        # power window: ten 100 ms NVML refreshes), 3 profiled iterations (FP32: 2 timed,
-        # 1 profiled, 3 s each at the full size), settling of 0.3-1.5 s before each pass,
-        # and a smaller contention map and V2 sweep.
+        # power window: ten 100 ms NVML refreshes), training in 8-24 interleaved rounds
+        # (FP32/TF32: 3), 3 profiled iterations (FP32: 1), settling of 0.3-1.5 s before
+        # each pass, and a smaller contention map and V2 sweep.
         Preset(
             "quick",
             "gpu",
@@ -214,6 +219,7 @@ PRESETS: dict[str, Preset] = {
             timed_min_s=1.0,
             fp32_timed_iters=3,
             timed_rounds=8,
+            timed_rounds_max=24,
             settle_min_s=0.3,
             settle_max_s=1.5,
             contention=ContentionConfig(

@@ -266,6 +266,7 @@ def _measure(
                 iters=iters,
                 timed_iters=timed_iters,
                 interleave=True,  # host slow spells last seconds: compare within rounds
+                timed_rounds_max=0 if slow else ctx.preset.timed_rounds_max,
             )
             log_repetition(ctx, config_id, rep, results)
     finally:

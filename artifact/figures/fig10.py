@@ -1,7 +1,9 @@
 """Fig. 10: FP32 vs FP16 on slowdown and power (BF16 as an extra row), FSDP.
 
 The first model x the preset's first micro-batch, in each precision
-(artifact/experiments/precision_sweep.py).
+(artifact/experiments/precision_sweep.py). Where fig4 ran its FSDP row of the same
+size into the same folder (the main precision), fig10 copies those records
+(FigureSpec.reuses).
 """
 
 from artifact.figures import derived
@@ -12,6 +14,7 @@ SPEC = FigureSpec(
     title="Fig. 10: numeric precision, compute slowdown and peak power",
     experiment="precision_sweep",
     params={"precisions": ("fp32", "fp16", "bf16")},
+    reuses="fig4",  # its row in the main precision is fig4's FSDP row of that size
     options=TRAINING_OPTIONS,
     derived=derived.TRAINING,
     panels=(

@@ -374,13 +374,17 @@ def interleaved_timed_pass(
     least: int,
     seconds: float,
     with_power: bool,
+    most: int = 0,
+    target_se: float = 0.0,
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, float]]:
     """Every phase's timed iterations in rounds (docs/measurement.md, "Interleaved timed
     rounds"): each round runs every phase once, in a row of the Williams design (round r
     of repetition `rep` takes row rep + r), so a slow spell of the host or the GPU that
     lasts seconds falls on every phase alike. Rounds first settle (the preset's bounds;
     at least one round), then run until each phase has at least `least` iterations and
-    `seconds` of its own. With telemetry the sampler covers the whole pass and each
+    `seconds` of its own, and on up to `most` rounds while some phase's round-adjusted
+    median is less precise than `target_se` (relative standard error, `rounds_precise`):
+    a host whose steps jitter (ZeRO-3's) gets more rounds. With telemetry the sampler covers the whole pass and each
     phase's power and clock come from its own iterations (power.intervals_power).
 
     Returns each phase's lists (E2E of its iteration in each round, what the sampler saw)
@@ -394,13 +398,16 @@ def interleaved_timed_pass(
     with gc_paused(), sampler or contextlib.nullcontext():
         settled = settle_rounds(ctx, steps, what)
         rounds = timed_iterations(ctx, settled.pop("step_s"), least, seconds)
-        for r in range(rounds):
-            ctx.progress(f"{what}: timed round {r + 1}/{rounds}")
+        r = 0
+        while r < rounds or (r < most and not _everywhere(rounds_precise(e2e, target_se))):
+            ctx.progress(f"{what}: timed round {r + 1}/{max(rounds, most) if r >= rounds else rounds}")
             for phase in balanced_order(phases, rep + r):
                 ctx.barrier()
                 t0 = time.time_ns()
                 e2e[phase].append(timed(steps[phase], ctx.device) * 1e3)
                 spans[phase].append((t0, time.time_ns()))
+            r += 1
+        rounds = r
         if sampler is not None:
             time.sleep(COUNTER_TAIL_S)
     out = {p: {"e2e_ms": e2e[p]} for p in phases}
@@ -412,19 +419,42 @@ def interleaved_timed_pass(
     return out, settled
 
 
+def _shares(e2e: dict[str, list[float]]) -> np.ndarray:
+    """Each phase's iterations (rows) as shares of their round's mean over phases, times
+    the median round mean."""
+    n = min(len(v) for v in e2e.values())
+    t = np.array([v[:n] for v in e2e.values()], dtype=float)
+    level = t.mean(axis=0)
+    return t / level * np.median(level)
+
+
 def round_adjusted(e2e: dict[str, list[float]]) -> dict[str, tuple[float, int]]:
     """Each phase's E2E from interleaved rounds, and its outlying iterations: the median
     over rounds of its iteration's share of the round (the round's mean over phases),
     times the median round mean. A round is a block: what slows a whole round (the
     host's slow spells) cancels in the shares, so phases are compared within rounds."""
-    phases = list(e2e)
-    n = min(len(v) for v in e2e.values())
-    t = np.array([e2e[p][:n] for p in phases], dtype=float)
-    level = t.mean(axis=0)
-    scaled = t / level * np.median(level)
+    scaled = _shares(e2e)
     return {
-        p: (float(np.median(scaled[i])), outliers(scaled[i].tolist())) for i, p in enumerate(phases)
+        p: (float(np.median(scaled[i])), outliers(scaled[i].tolist())) for i, p in enumerate(e2e)
     }
+
+
+def rounds_precise(e2e: dict[str, list[float]], target_se: float) -> bool:
+    """Whether every phase's round-adjusted median has a relative standard error of at
+    most `target_se`: 1.2533 x (IQR / 1.349) / sqrt(rounds), the median's large-sample
+    error with the interquartile range for the spread. Not the MAD: where most steps are
+    equally fast and a third stall (ZeRO-3's), the MAD reads 0 and the IQR does not."""
+    if min((len(v) for v in e2e.values()), default=0) < 3:
+        return False
+    scaled = _shares(e2e)
+    q1, med, q3 = np.quantile(scaled, [0.25, 0.5, 0.75], axis=1)
+    se = 1.2533 * (q3 - q1) / 1.349 / np.sqrt(scaled.shape[1]) / med
+    return bool(np.all(se <= target_se))
+
+
+def _everywhere(ok: bool) -> bool:
+    """True on every rank only where it is true on every rank (one decision for all)."""
+    return bool(min(gather(int(ok))))
 
 
 def measure_phase(
@@ -586,6 +616,7 @@ def measure_repetition(
     timed_iters: int | None = None,
     timed_s: float | None = None,
     interleave: bool = False,
+    timed_rounds_max: int = 0,
 ) -> dict[str, dict[str, float]]:
     """One repetition: every phase settled, timed (under the power sampler where there is
     telemetry) and profiled, in the given order; rank 0 then writes one record a phase,
@@ -600,7 +631,8 @@ def measure_repetition(
     `finish(phase, metrics)` adds what follows from the reduced metrics (MFU, bandwidth).
     `power_window_s` overrides the preset's power window (0: no power numbers), `iters`
     its profiled iterations, `timed_iters` and `timed_s` the timed pass's least
-    iterations and seconds.
+    iterations and seconds, `timed_rounds_max` the most interleaved rounds (while the
+    medians are less precise than the preset's `timed_rounds_se`).
     Returns the metrics by phase (empty dicts on ranks other than 0).
     """
     p = ctx.preset
@@ -618,6 +650,8 @@ def measure_repetition(
             least=timed_iters or p.timed_min_iters or iters or ctx.iters,
             seconds=max(p.timed_min_s if timed_s is None else timed_s, window),
             with_power=window > 0,
+            most=timed_rounds_max,
+            target_se=p.timed_rounds_se,
         )
         for lists in timed_by_phase.values():
             lists |= {k: [v] for k, v in settled.items()}
