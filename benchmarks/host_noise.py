@@ -54,7 +54,9 @@ def summary(rows: list[dict]) -> dict:
         "wall_ms_median": float(np.median(wall)),
         "wall_ms_p10": float(np.quantile(wall, 0.1)),
         "wall_ms_p90": float(np.quantile(wall, 0.9)),
-        "robust_sd_pct": float(100 * 1.4826 * np.median(abs(wall - np.median(wall))) / np.median(wall)),
+        "robust_sd_pct": float(
+            100 * 1.4826 * np.median(abs(wall - np.median(wall))) / np.median(wall)
+        ),
         "slow_share": float(np.mean(wall > 1.05 * np.quantile(wall, 0.1))),
         "thread_cpu_ms_median": float(np.median(cpu)),
         # does a slow step spend more CPU (work) or the same (waiting)?

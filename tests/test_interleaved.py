@@ -248,3 +248,37 @@ def test_timed_iterations_run_with_the_garbage_collector_paused(tmp_path):
     )
     assert len(seen) == 3 + 2 * 4 and not any(seen)
     assert gc.isenabled()
+
+
+def _ranks_decide_together(rank: int, port: int, results):
+    import os
+
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        import dataclasses
+
+        ctx = dataclasses.replace(_context(results["out"]), rank=rank, world_size=2)
+        step = _jittery_host(3, 1.0 if rank == 1 else 0.0)  # only rank 1's host stalls
+        timed, _ = runner.interleaved_timed_pass(
+            ctx, {"a": step, "b": step}, rep=0, what="t", least=4, seconds=0.0,
+            with_power=False, most=8, target_se=0.01,
+        )  # fmt: skip
+        results[rank] = len(timed["a"]["e2e_ms"])
+    finally:
+        dist.destroy_process_group()
+
+
+def test_every_rank_runs_as_many_rounds(tmp_path):
+    """Two gloo processes, one quiet and one whose steps stall: both go on to the most
+    rounds (a collective in every round must be met by every rank)."""
+    import os
+
+    import torch.multiprocessing as mp
+
+    results = mp.Manager().dict({"out": str(tmp_path)})
+    port = 29650 + os.getpid() % 1000
+    mp.spawn(_ranks_decide_together, args=(port, results), nprocs=2, join=True)
+    assert results[0] == results[1] == 8

@@ -13,7 +13,6 @@ from artifact.core.errors import ArtifactError
 from artifact.estimate import memory, model, reference
 from tests.conftest import ROOT
 
-
 QUICK_1 = ("--preset", "quick", "--gpus", "1")
 
 

@@ -400,7 +400,9 @@ def interleaved_timed_pass(
         rounds = timed_iterations(ctx, settled.pop("step_s"), least, seconds)
         r = 0
         while r < rounds or (r < most and not _everywhere(rounds_precise(e2e, target_se))):
-            ctx.progress(f"{what}: timed round {r + 1}/{max(rounds, most) if r >= rounds else rounds}")
+            ctx.progress(
+                f"{what}: timed round {r + 1}/{max(rounds, most) if r >= rounds else rounds}"
+            )
             for phase in balanced_order(phases, rep + r):
                 ctx.barrier()
                 t0 = time.time_ns()
