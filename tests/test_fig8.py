@@ -67,6 +67,9 @@ def test_measured_numbers_are_physical(fig8_run):
     assert _value(df, "comm_alone", "compute_ms") == 0
     for phase in ("nocomm", "sequential", "overlap"):
         assert _value(df, phase, "compute_ms") > 0
+        # compute_ms is the timed pass's own (the meter), the profiler's sum stays beside it
+        timed, profiled = _value(df, phase, "compute_ms"), _value(df, phase, "compute_profiled_ms")
+        assert timed != profiled and 0.5 < timed / profiled < 2
         assert _value(df, phase, "matmul_tflops") > 0
     assert _value(df, "comm_alone", "comm_algbw_GBps") > 0
     # 2 ranks: busbw = algbw * 2(n-1)/n = algbw
@@ -203,3 +206,31 @@ def test_report_of_a_cpu_run(fig8_run):
         for suffix in (".png", ".pdf"):
             f = report / Path(rel).with_suffix(suffix)
             assert f.is_file() and f.stat().st_size > 1000
+
+
+def test_span_timer_sums_only_marked_spans_of_each_iteration_while_begun():
+    import time
+
+    import torch
+
+    from artifact.measure.timing import SpanTimer
+
+    timer = SpanTimer(torch.device("cpu"), "compute_ms")
+
+    def iteration(spans):
+        timer.next_iteration()
+        for _ in range(spans):
+            with timer.span():
+                time.sleep(0.01)
+        time.sleep(0.01)  # outside any span: not counted
+
+    iteration(1)  # before begin: not timed
+    timer.begin()
+    iteration(1)
+    iteration(3)
+    got = timer.end()["compute_ms"]
+    assert len(got) == 2
+    assert 10 <= got[0] < 18 and 30 <= got[1] < 45
+    iteration(2)  # after end: not timed, and nothing is kept
+    timer.begin()
+    assert timer.end() == {"compute_ms": []}

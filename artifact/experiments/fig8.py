@@ -6,6 +6,10 @@ overlap and sequential, the derived ideal (Eq. 4) and ConCCL's max-ideal, the se
 penalty, V1 (sequential compute vs compute alone), and Eq. 1's noise floor (the A/A
 repeat of the overlap phase; fig6, which reports power only, runs no repeat). Where the
 all-reduce moves data between GPUs, the zero-byte controls run beside the modes.
+Compute time (`compute_ms`, behind Eq. 1 and V1) is each phase's matmuls timed by CUDA
+events over the whole timed pass (a second or more); the profiled pass's kernel sum,
+which covers a tenth of a second and catches the power-limited clock's swings, stays
+beside it as `compute_profiled_ms`.
 
 With one GPU the all-reduce moves no data, so the experiment also runs two labelled
 proxies (artifact.workloads.microbench): NCCL's one-rank reduction kernel (an AVG
@@ -53,6 +57,7 @@ PARALLELISM = {"allreduce": "allreduce", "onerank-avg": "proxy-nccl-onerank", "c
 UNITS = {
     **BASE_UNITS,
     **POWER_UNITS,
+    "compute_profiled_ms": "ms",
     "comm_role_ms": "ms",
     "matmul_tflops": "TFLOP/s",
     "compute_GBps": "GB/s",
@@ -198,6 +203,7 @@ def run_configs(
                 iters=iters or ctx.preset.microbench.profiled_iters or None,
                 timed_iters=iters,
                 timed_s=timed_s,
+                meter=bench.compute_timer,
             )
             log_repetition(ctx, config_id, rep, results)
         bench.close()

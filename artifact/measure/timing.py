@@ -48,3 +48,46 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+class SpanTimer:
+    """Time of marked spans of device work, summed per iteration, while begun: CUDA
+    events on the current stream on a GPU (read once, at `end`), the host clock on a CPU
+    (where the work is synchronous). A meter of the timed pass (runner.timed_pass): it
+    times the whole pass, not the profiler's few iterations, and adds no synchronisation.
+    """
+
+    def __init__(self, device: torch.device, name: str):
+        self.device, self.name = device, name
+        self._iterations: list[list] | None = None  # None: not begun, spans not timed
+
+    def begin(self) -> None:
+        self._iterations = []
+
+    def next_iteration(self) -> None:
+        if self._iterations is not None:
+            self._iterations.append([])
+
+    @contextlib.contextmanager
+    def span(self) -> Iterator[None]:
+        if self._iterations is None:
+            yield
+            return
+        if self.device.type == "cuda":
+            start, stop = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            start.record()
+            yield
+            stop.record()
+            self._iterations[-1].append((start, stop))
+        else:
+            t0 = time.perf_counter()
+            yield
+            self._iterations[-1].append((time.perf_counter() - t0) * 1e3)
+
+    def end(self) -> dict[str, list[float]]:
+        """Each iteration's summed spans in ms, under the timer's name; stops timing."""
+        iterations, self._iterations = self._iterations or [], None
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # after the pass: the events are done
+            iterations = [[a.elapsed_time(b) for a, b in spans] for spans in iterations]
+        return {self.name: [float(sum(spans)) for spans in iterations]}

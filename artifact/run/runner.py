@@ -6,7 +6,9 @@ For one phase (a mode, or an isolated-communication run) of one repetition:
   2. the timed pass: at least N iterations and S seconds (the preset's), each started
      together on all ranks (barrier) and measured device-synchronised, under the power
      sampler where there is telemetry; E2E of an iteration is the slowest rank's time,
-     E2E of the phase the median iteration, with the count of outlying iterations;
+     E2E of the phase the median iteration, with the count of outlying iterations. A
+     workload's meter times its own spans over the same pass (the microbenchmark's
+     compute, by CUDA events: a second of matmuls, not the profiler's tenth);
   3. the profiled pass: `iters` iterations under torch.profiler, each marked, parsed into
      the kernel table: per-iteration compute / communication / memory time and the overlap
      fraction. Timing and profiling are separate so profiler overhead never reaches E2E.
@@ -28,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -341,24 +343,41 @@ def _window_metrics(
     return {k: [v] for k, v in values.items()}
 
 
+class Meter(Protocol):
+    """What a workload times itself over a timed pass (timing.SpanTimer)."""
+
+    def begin(self) -> None: ...
+
+    def end(self) -> dict[str, list[float]]: ...
+
+
 def timed_pass(
-    ctx: RunContext, step: Callable[[], None], n: int, what: str, with_power: bool
+    ctx: RunContext,
+    step: Callable[[], None],
+    n: int,
+    what: str,
+    with_power: bool,
+    meter: Meter | None = None,
 ) -> tuple[list[float], dict[str, list[float]]]:
-    """`n` iterations, each started together and timed device-synchronised (seconds), and,
-    with telemetry, what the power sampler saw meanwhile (the clock; power if asked)."""
+    """`n` iterations, each started together and timed device-synchronised (seconds), and
+    what was seen meanwhile: the meter's per-iteration lists, and with telemetry the power
+    sampler's (the clock; power if asked)."""
     telemetry = ctx.power_backend.name != "none"
     sampler = power.PowerSampler(ctx.power_backend, ctx.power_interval_s) if telemetry else None
     e2e = []
     ctx.barrier()
+    if meter is not None:
+        meter.begin()
     with gc_paused(), sampler or contextlib.nullcontext():
         for i in range(n):
             ctx.progress(f"{what}: timed iteration {i + 1}/{n}")
             ctx.barrier()
             e2e.append(timed(step, ctx.device))
+    seen = meter.end() if meter is not None else {}
     if sampler is None:
-        return e2e, {}
+        return e2e, seen
     tdp = ctx.power_backend.power_limit_w()
-    return e2e, _window_metrics(power.window_power(sampler.samples()), n, tdp, with_power)
+    return e2e, seen | _window_metrics(power.window_power(sampler.samples()), n, tdp, with_power)
 
 
 # The sampler runs this long after an interleaved pass's last iteration, so the energy
@@ -470,13 +489,16 @@ def measure_phase(
     timed_iters: int | None = None,
     timed_s: float | None = None,
     power_window_s: float | None = None,
+    meter: Meter | None = None,
 ) -> dict[str, list[float]]:
     """This rank's per-iteration numbers for one phase (see the module docstring).
 
     `iters` overrides the preset's profiled iterations, `timed_iters` and `timed_s` the
     timed pass's least iterations and seconds (slow FP32 configurations, large sweeps),
     `power_window_s` the preset's power window (0: no power numbers; the timed pass lasts
-    at least that long)."""
+    at least that long). A `meter`'s lists from the timed pass take the place of the
+    profiled pass's of the same name, which stay beside them as `<name>_profiled`
+    (`compute_ms` -> `compute_profiled_ms`)."""
     p = ctx.preset
     iters = iters or ctx.iters
     window = p.power_window_s if power_window_s is None else power_window_s
@@ -486,17 +508,26 @@ def measure_phase(
     least = timed_iters or p.timed_min_iters or iters
     seconds = max(p.timed_min_s if timed_s is None else timed_s, window)
     n = timed_iterations(ctx, settled.pop("step_s"), least, seconds)
-    e2e, seen = timed_pass(ctx, step, n, trace_name, with_power=window > 0)
+    e2e, seen = timed_pass(ctx, step, n, trace_name, with_power=window > 0, meter=meter)
     ctx.barrier()
+    profiled = profiled_pass(ctx, step, trace_name, keep_trace, comm, iters)
+    for key in seen.keys() & profiled.keys():
+        profiled[profiled_name(key)] = profiled.pop(key)
     out = {
         "e2e_ms": [t * 1e3 for t in e2e],
-        **profiled_pass(ctx, step, trace_name, keep_trace, comm, iters),
+        **profiled,
         **{k: [v] for k, v in settled.items()},
         **seen,
     }
     if ctx.device.type == "cuda":
         out["peak_memory_gib"] = [torch.cuda.max_memory_allocated(ctx.device) / GIB]
     return out
+
+
+def profiled_name(key: str) -> str:
+    """The name a profiled metric keeps where a meter of the timed pass gives its own."""
+    stem, _, unit = key.rpartition("_")
+    return f"{stem}_profiled_{unit}"
 
 
 def profiled_pass(
@@ -619,6 +650,7 @@ def measure_repetition(
     timed_s: float | None = None,
     interleave: bool = False,
     timed_rounds_max: int = 0,
+    meter: Meter | None = None,
 ) -> dict[str, dict[str, float]]:
     """One repetition: every phase settled, timed (under the power sampler where there is
     telemetry) and profiled, in the given order; rank 0 then writes one record a phase,
@@ -634,10 +666,13 @@ def measure_repetition(
     `power_window_s` overrides the preset's power window (0: no power numbers), `iters`
     its profiled iterations, `timed_iters` and `timed_s` the timed pass's least
     iterations and seconds, `timed_rounds_max` the most interleaved rounds (while the
-    medians are less precise than the preset's `timed_rounds_se`).
+    medians are less precise than the preset's `timed_rounds_se`), `meter` what the
+    workload times itself over each phase's timed pass (not with `interleave`).
     Returns the metrics by phase (empty dicts on ranks other than 0).
     """
     p = ctx.preset
+    if interleave and meter is not None:
+        raise ValueError("a meter times per-phase passes; interleaved rounds take none")
     timed_by_phase: dict[str, dict[str, list[float]]] = {}
     if interleave:
         window = p.power_window_s if power_window_s is None else power_window_s
@@ -682,6 +717,7 @@ def measure_repetition(
                 timed_iters=timed_iters,
                 timed_s=timed_s,
                 power_window_s=power_window_s,
+                meter=meter,
             )
         if per_rank_extra is not None:
             per_rank |= per_rank_extra(phase)

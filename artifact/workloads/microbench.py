@@ -39,7 +39,7 @@ import torch.distributed as dist
 
 from artifact.core.phases import MICROBENCH_PHASES as PHASES
 from artifact.measure.kernels import DELAY_MARK
-from artifact.measure.timing import synchronize, timed
+from artifact.measure.timing import SpanTimer, synchronize, timed
 from artifact.run.modes import Mode, issue, mode_of, moves_zero_bytes
 from artifact.workloads.precision import dtype_of, matmul_precision
 
@@ -113,6 +113,8 @@ class Microbench:
         self._spin_cycles = _spin_cycles_per_us(device) * spec.delay_us if delayed_on_gpu else 0
         self.group = _cta_limited_group(spec.max_ctas) if spec.max_ctas else None
         self.comm_repeats = 1
+        # the compute units' own time over a whole timed pass (runner.timed_pass's meter)
+        self.compute_timer = SpanTimer(device, "compute_ms")
 
     def _collective(self, async_op: bool, zero_bytes: bool = False):
         # a control's collective: the same call on an empty slice of the buffer
@@ -142,7 +144,7 @@ class Microbench:
             time.sleep(self.spec.delay_us * 1e-6)
 
     def _compute_unit(self) -> None:
-        with matmul_precision(self.spec.precision):
+        with self.compute_timer.span(), matmul_precision(self.spec.precision):
             if self.spec.compute == "gemm":
                 torch.mm(self.a, self.b, out=self.c)
             else:
@@ -173,6 +175,7 @@ class Microbench:
         mode = Mode.OVERLAP if phase == "comm_alone" else mode_of(phase)
         zero = moves_zero_bytes(phase)
         batches = self._comm_batches(phase)
+        self.compute_timer.next_iteration()
         handles = []
         for i, count in enumerate(batches):
             handles += [
