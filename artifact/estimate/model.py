@@ -92,7 +92,7 @@ METHODS = {
     "repeat; 6 with the zero-byte controls on several GPUs) in interleaved rounds: rounds "
     "settling to the preset's lower bound (at least one), timed rounds (each phase at least "
     "the preset's iterations and seconds, the power window inside; ZeRO-3's half-precision "
-    "rows halfway to the preset's most rounds), then each phase profiled; + warm-up x 3 steps + "
+    "rows at the preset's most rounds), then each phase profiled; + warm-up x 3 steps + "
     "{training:g} s set-up (calibrated); communication not added: a lower bound on several "
     "GPUs; a configuration a figure reuses (fig10's FP16 is fig4's FSDP row, fig11's FP32 "
     "is fig10's) costs nothing where both run",
@@ -312,9 +312,9 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
             timed = p.fp32_timed_iters if slow else p.timed_rounds or None
             if not slow and par == "fsdp" and p.timed_rounds_max:
                 # ZeRO-3's steps jitter, so it runs rounds beyond the least; the pipeline's
-                # do not: on one H200 ZeRO-3 ran 8-24 rounds (mean 15), the pipeline 8
-                # (results/h200x1/session9/fig4-bc00225); priced halfway
-                timed = (max(timed or 0, 1) + p.timed_rounds_max) // 2
+                # do not: on one H200 ZeRO-3 ran 13-24 rounds (mean 22), the pipeline 8
+                # (results/h200x1/session10/quick); priced at the most
+                timed = p.timed_rounds_max
             rep = training_rep_seconds(p, step, iters, phases, timed_iters=timed)
             warmup = len(TRAINING_MODES) * step
             secs = warmup + p.reps * rep + ref.of("setup_s", "training")
