@@ -15,7 +15,8 @@ timeout "$seconds" python3 -m nox -s all -- --out "$run" > "$out/nox.log" 2>&1
 echo "nox -s all exit $? after $(( $(date +%s) - start )) s"
 # timeout signals its process group; nox exits at once, while the CLI still stops its
 # ranks and writes the figure's 'interrupted' status: wait for it before packing the folder
-for _ in $(seq 20); do pgrep -f "artifact (run|summarize|compare|report)" > /dev/null || break; sleep 1; done
+# (`python -m artifact all` runs the figures in its own process: it is in the pattern)
+for _ in $(seq 20); do pgrep -f "artifact (all|run|summarize|compare|report)" > /dev/null || break; sleep 1; done
 grep -a "nox > " "$out/nox.log" | tail -n 20
 gzip -f "$out/nox.log"
 tar czf "$out/run.tgz" -C "$run" --exclude='./traces/*/*.json' .

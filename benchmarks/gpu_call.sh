@@ -3,6 +3,7 @@
 # install the carried wheels (.whl/), then optional benchmarks, then README's main command
 # (`nox -s all`, quick) resumed from .resume/run.tgz until the call's time is up.
 # Usage, from the repository root: bash benchmarks/gpu_call.sh OUT_DIR SECONDS [bench]
+# (SECONDS at most the call's limit less 30 s: a stopped run takes up to 20 s to write its status)
 set -uo pipefail
 out=${1:?out dir}; seconds=${2:?seconds}; bench=${3:-}
 start=$(date +%s)
