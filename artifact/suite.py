@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from artifact.core.config import default_preset
-from artifact.figures import REGISTRY
+from artifact.figures import REGISTRY, own_records
 from artifact.run import preflight
 from artifact.run.progress import FIGURE_ENV
 
@@ -50,7 +50,7 @@ def run_all(args: list[str], say: Callable[[str], None] = print) -> int:
     at = [x for k in ("--preset", "--gpus") if k in args for x in (k, _value(args, k))]
     if artifact("plan", "--summary", *at) not in (0, 2):  # 2: a plan it cannot draw
         return 1
-    runs = [name for name, spec in REGISTRY.items() if not spec.records_of]
+    runs = own_records()
     failed, took = [], {}
     for fig, spec in REGISTRY.items():
         if spec.records_of:  # fig5: drawn from fig4's records, never run a second time

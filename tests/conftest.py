@@ -56,3 +56,26 @@ def spawn_gloo(worker, base_port: int, nprocs: int = 2) -> dict:
     results = manager.dict()
     mp.spawn(worker, args=(base_port + os.getpid() % 1000, results), nprocs=nprocs, join=True)
     return dict(results)
+
+
+def cpu_context(out: Path, figure: str, reps: int = 1):
+    """One rank on the CPU at the tiny preset, writing under `out`: the runner's context
+    for tests that drive runner.measure_repetition in-process."""
+    import torch
+
+    from artifact.core.config import get_preset
+    from artifact.run.runner import RunContext
+    from artifact.store import RunStore
+
+    return RunContext(
+        figure=figure,
+        preset=get_preset("tiny"),
+        device=torch.device("cpu"),
+        rank=0,
+        world_size=1,
+        store=RunStore(out),
+        provenance={},
+        reps=reps,
+        warmup=0,
+        iters=1,
+    )

@@ -8,32 +8,15 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
-from artifact.core.config import get_preset
 from artifact.core.phases import williams_rows
 from artifact.measure import power
 from artifact.run import runner
-from artifact.run.runner import RunContext
 from artifact.store import RunStore
+from tests.conftest import cpu_context
 
 BASE_S = 0.02  # a step of 20 ms
 SPELL = 1.5  # a slow spell makes every step 50 % slower
-
-
-def _context(out) -> RunContext:
-    return RunContext(
-        figure="fig4",
-        preset=get_preset("tiny"),
-        device=torch.device("cpu"),
-        rank=0,
-        world_size=1,
-        store=RunStore(out),
-        provenance={},
-        reps=1,
-        warmup=0,
-        iters=1,
-    )
 
 
 def _host_with_a_slow_spell(first: int, last: int):
@@ -53,7 +36,7 @@ def test_a_slow_spell_biases_per_phase_passes_but_not_interleaved_rounds(tmp_pat
     """Two phases of the same work, 6 timed iterations each, and a slow spell over the
     second half of the steps. Timed one phase after the other, the second phase reads
     about +50 %; timed in interleaved rounds, both phases see the spell alike."""
-    ctx = _context(tmp_path)
+    ctx = cpu_context(tmp_path, "fig4")
     step = _host_with_a_slow_spell(6, 11)
     first, _ = runner.timed_pass(ctx, step, 6, "a", with_power=False)
     second, _ = runner.timed_pass(ctx, step, 6, "b", with_power=False)
@@ -74,7 +57,7 @@ def test_rounds_follow_the_williams_rows(tmp_path):
     ctx_phases = ("overlap", "sequential", "overlap_repeat", "nocomm")
     seen: list[str] = []
     steps = {p: (lambda p=p: seen.append(p)) for p in ctx_phases}
-    ctx = _context(tmp_path)
+    ctx = cpu_context(tmp_path, "fig4")
     runner.interleaved_timed_pass(
         ctx, steps, rep=1, what="t", least=4, seconds=0.0, with_power=False
     )
@@ -99,7 +82,7 @@ def _jittery_host(every: int, extra: float):
 def test_rounds_go_on_while_a_median_is_imprecise(tmp_path, extra, rounds):
     """A quiet host stops at the least rounds; one whose steps stall at random (a third of
     them, by a whole step, as ZeRO-3's on one H200) goes on to the most."""
-    ctx = _context(tmp_path)
+    ctx = cpu_context(tmp_path, "fig4")
     step = _jittery_host(3, extra)
     timed, _ = runner.interleaved_timed_pass(
         ctx, {"a": step, "b": step}, rep=0, what="t", least=4, seconds=0.0,
@@ -206,8 +189,7 @@ def test_fig11_copies_fig10s_fp32_configuration_and_says_so(tmp_path):
     from artifact.core.phases import training_phases
     from artifact.experiments import training
 
-    ctx = _context(tmp_path)
-    ctx = RunContext(**{**ctx.__dict__, "figure": "fig11", "reps": 2})
+    ctx = cpu_context(tmp_path, "fig11", reps=2)
     config = _fig10_records(ctx.store, reps=2)
     point = runner.ConfigPoint("gpt-tiny_fsdp_fp32_mb2_w1", {**config, "note": "x"}, None)
     other = runner.ConfigPoint(point.config_id, {**config, "precision": "tf32"}, None)
@@ -227,7 +209,7 @@ def test_a_configuration_with_a_repetition_missing_is_measured_again(tmp_path):
     from artifact.core.phases import training_phases
     from artifact.experiments import training
 
-    ctx = RunContext(**{**_context(tmp_path).__dict__, "figure": "fig11", "reps": 3})
+    ctx = cpu_context(tmp_path, "fig11", reps=3)
     config = _fig10_records(ctx.store, reps=2)  # fig10 ran 2 of the 3 repetitions
     point = runner.ConfigPoint("gpt-tiny_fsdp_fp32_mb2_w1", config, None)
     assert not training.reuse(ctx, point, training_phases(1))
@@ -239,7 +221,7 @@ def test_timed_iterations_run_with_the_garbage_collector_paused(tmp_path):
     stalls the host at moments no phase chooses) and restore it after."""
     import gc
 
-    ctx = _context(tmp_path)
+    ctx = cpu_context(tmp_path, "fig4")
     seen = []
     step = lambda: seen.append(gc.isenabled())  # noqa: E731
     runner.timed_pass(ctx, step, 3, "a", with_power=False)
@@ -260,7 +242,7 @@ def _ranks_decide_together(rank: int, port: int, results):
     try:
         import dataclasses
 
-        ctx = dataclasses.replace(_context(results["out"]), rank=rank, world_size=2)
+        ctx = dataclasses.replace(cpu_context(results["out"], "fig4"), rank=rank, world_size=2)
         step = _jittery_host(3, 1.0 if rank == 1 else 0.0)  # only rank 1's host stalls
         timed, _ = runner.interleaved_timed_pass(
             ctx, {"a": step, "b": step}, rep=0, what="t", least=4, seconds=0.0,

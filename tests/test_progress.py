@@ -12,35 +12,18 @@ import torch
 from rich.console import Console
 
 from artifact import cli
-from artifact.core.config import get_preset
 from artifact.core.errors import ArtifactError
 from artifact.run import progress, runner
 from artifact.run.runner import RunContext
-from artifact.store import RunStore
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, cpu_context, run_cli
 
 H200_SUMMARY = ROOT / "results" / "h200x1" / "all-quick" / "summary.csv"
-
-
-def _context(out: Path, reps: int) -> RunContext:
-    return RunContext(
-        figure="fig8",
-        preset=get_preset("tiny"),
-        device=torch.device("cpu"),
-        rank=0,
-        world_size=1,
-        store=RunStore(out),
-        provenance={},
-        reps=reps,
-        warmup=0,
-        iters=1,
-    )
 
 
 def test_a_real_measurement_loop_writes_config_rep_and_phase_k_of_n(tmp_path):
     """Two configurations x 2 repetitions x 2 phases through runner.measure_repetition:
     each step reads the beacon the runner wrote just before it."""
-    ctx = _context(tmp_path, reps=2)
+    ctx = cpu_context(tmp_path, "fig8", reps=2)
     beacon = tmp_path / "logs" / "fig8.progress"
     a = torch.ones(8, 8)
     seen = []
@@ -82,7 +65,7 @@ def test_a_real_measurement_loop_writes_config_rep_and_phase_k_of_n(tmp_path):
 def test_a_figure_walking_two_lists_numbers_its_configurations_once(tmp_path):
     """fig4 walks its FSDP list, then its pipeline list: the beacon counts 1..4 of 4, not
     1..2 of 2 twice (which sent the done count, and so the ETA, backwards)."""
-    ctx = _context(tmp_path, reps=1)
+    ctx = cpu_context(tmp_path, "fig8", reps=1)
     beacon = tmp_path / "logs" / "fig8.progress"
     fsdp = [runner.ConfigPoint(f"fsdp-{k}", {}, None) for k in range(2)]
     pipe = [runner.ConfigPoint(f"pipe-{k}", {}, None) for k in range(2)]
@@ -104,7 +87,7 @@ def _beacon(ctx: RunContext, what: str, **where) -> dict:
 
 
 def test_eta_from_the_elapsed_time_and_the_repetitions_done(tmp_path):
-    ctx = _context(tmp_path, reps=5)
+    ctx = cpu_context(tmp_path, "fig8", reps=5)
     state = progress.State("fig8", reps=5, started=0.0)
     cfg = {"config_k": 1, "config_n": 2, "config_id": "cfg"}
     state.update(_beacon(ctx, "cfg: set-up", **cfg, rep_k=None, phase=None, phase_k=None), 0.0)
@@ -130,7 +113,7 @@ def test_eta_from_the_elapsed_time_and_the_repetitions_done(tmp_path):
 
 def test_a_resumed_run_measures_its_rate_from_its_own_first_repetition(tmp_path):
     """Configuration 1 was on disk: its repetitions do not count as done fast."""
-    ctx = _context(tmp_path, reps=4)
+    ctx = cpu_context(tmp_path, "fig8", reps=4)
     state = progress.State("fig10", reps=4, started=0.0)
     first = {"config_k": 2, "config_n": 3, "config_id": "b", "rep_n": 4, "phase_k": 1, "phase_n": 1}
     state.update(_beacon(ctx, "b: overlap", **first, rep_k=1, phase="overlap"), 50.0)
@@ -156,7 +139,7 @@ def test_the_same_step_is_written_at_most_every_few_seconds_a_new_one_at_once(
     tmp_path, monkeypatch
 ):
     monkeypatch.setattr(runner, "PROGRESS_EVERY_S", 1e9)  # no clock in the test
-    ctx = _context(tmp_path, reps=1)
+    ctx = cpu_context(tmp_path, "fig8", reps=1)
     path = tmp_path / "logs" / "fig8.progress"
     ctx.progress("cfg-overlap: timed iteration 1/50")
     ctx.progress("cfg-overlap: timed iteration 2/50")  # the same step: not rewritten
@@ -304,7 +287,7 @@ def test_a_tiny_run_prints_progress_and_digests_and_logs_everything(tmp_path):
 
 @pytest.mark.parametrize("debug", [False, True])
 def test_on_a_terminal_the_display_is_live_and_the_ranks_lines_print_above_it(tmp_path, debug):
-    ctx = _context(tmp_path, reps=3)
+    ctx = cpu_context(tmp_path, "fig8", reps=3)
     beacon = tmp_path / "logs" / "fig8.progress"
     where = {"config_k": 2, "config_n": 3, "config_id": "cfg-b", "rep_k": 1, "rep_n": 3}
     ctx.progress("cfg-b: setting up deepspeed-zero3", **where)

@@ -35,7 +35,7 @@ from artifact.core.phases import (
 from artifact.core.units import GIB
 from artifact.estimate import memory
 from artifact.estimate import reference as ref
-from artifact.figures import OWN_RECORDS, spec_of
+from artifact.figures import own_records, spec_of
 
 # A phase (artifact.run.runner.measure_phase): settled, then timed for at least the preset's
 # iterations and seconds (the power window included), then profiled for `iters` steps.
@@ -85,6 +85,9 @@ CPU_UNSUPPORTED = {
     "fp16": "FP16 is not supported on a CPU (DeepSpeed's accelerator)",
     "tf32": "TF32 exists only on NVIDIA GPUs",
 }
+
+# experiments that read power telemetry: a CPU run records them "not run"
+POWER_EXPERIMENTS = frozenset({"fig6", "fig7"})
 
 METHODS = {
     "flops": "a step: 6 x params x tokens / (GPUs x TFLOP/s measured on one H200, overlap mode: "
@@ -174,7 +177,7 @@ def figures_of(names: Iterable[str]) -> list[str]:
     records (fig5 is fig4's), once each."""
     names = list(names)
     if not names:
-        return list(OWN_RECORDS)
+        return list(own_records())
     return list(dict.fromkeys(spec_of(n).records for n in names))
 
 
@@ -185,7 +188,7 @@ def training_grid(preset: Preset, figure: str) -> list[tuple[str, str, int, str]
     """(model, parallelism, micro-batch, precision): fig4.py (models x micro-batches, both
     parallelisms, the preset's precision); fig10 and fig11: FSDP at the first micro-batch in
     the precisions their specs give (artifact/figures/)."""
-    if figure == "fig4":
+    if spec_of(figure).experiment == "fig4":
         grid = [(m, mb) for m in preset.models for mb in preset.micro_batches]
         return [(m, par, mb, preset.precision) for par in ("fsdp", "pipeline") for m, mb in grid]
     precisions = spec_of(figure).params["precisions"]
@@ -304,7 +307,7 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
         passes = m.layers * iters if par == "fsdp" else -(-m.layers // world) * nmb * iters
         # traces: rep 0 of every phase but the A/A repeat, each rank
         traces = traced * world * passes * ref.of("trace_bytes_per_layer_pass", par)
-        records = p.reps * phases * ref.of("record_bytes", fig)
+        records = p.reps * phases * ref.of_figure("record_bytes", fig)
         secs, method = 0.0, "measured"
         if t.device == "cuda":
             step = step_seconds(m, par, mb, prec, world, p.global_batch, t.rates)
@@ -338,15 +341,16 @@ def _microbench_costs(
 ) -> tuple:
     """(seconds per repetition, record bytes, trace bytes, extra note) of one microbenchmark row."""
     reps = spec_of(fig).default_reps(p)
-    if fig == "fig7":
+    experiment = spec_of(fig).experiment
+    if experiment == "fig7":
         block_s = max(FIG7_MIN_BLOCK_S, p.power_window_s / 2)
         series = ref.value("fig7_series_bytes")
-        return len(FIG7_BLOCKS) * block_s, reps * ref.of("record_bytes", fig), series, ""
+        return len(FIG7_BLOCKS) * block_s, reps * ref.of_figure("record_bytes", fig), series, ""
     phases = microbench_phase_count(fig, comm, world)
     # rep 0's trace of every phase but the A/A repeat, each rank
     traces = (phases - spec_of(fig).runs_noise_floor) * world * ref.value("micro_trace_bytes")
-    records = reps * phases * ref.of("record_bytes", fig)
-    if fig == "v2":  # V2: no power window and no time floor (artifact.experiments.v2)
+    records = reps * phases * ref.of_figure("record_bytes", fig)
+    if experiment == "v2":  # V2: no power window and no time floor (artifact.experiments.v2)
         frac = p.v2.delay_fractions[i]
         step = t_iter * (1 + frac)
         profiled = p.microbench.profiled_iters or p.iters_per_rep
@@ -359,11 +363,11 @@ def _microbench_costs(
 
 def _microbench_rows(t: Target, fig: str) -> list[Row]:
     p, world, rows = t.preset, t.world, []
-    grid = microbench_grid(p, world, t.device)
-    if fig == "v2":  # v2.base_config: the collective that occupies the device here
+    grid, experiment = microbench_grid(p, world, t.device), spec_of(fig).experiment
+    if experiment == "v2":  # v2.base_config: the collective that occupies the device here
         by_comm = {g[0]: g for g in grid}
         grid = [by_comm.get("onerank-avg") or by_comm["allreduce"]] * len(p.v2.delay_fractions)
-    if t.device != "cuda" and fig in ("fig6", "fig7"):
+    if t.device != "cuda" and experiment in POWER_EXPERIMENTS:
         return [
             Row(fig, "-", "-", "-", None, world, None, "-", None, 0.0, 0.0, "measured",
                 0, 0, "not run: no power telemetry on a CPU")
@@ -373,9 +377,9 @@ def _microbench_rows(t: Target, fig: str) -> list[Row]:
         t_iter = p.microbench.matmuls_per_iter * _gemm_s(prec if prec in gemm else "bf16", size)
         per_rep, records, traces, extra = _microbench_costs(p, fig, i, t_iter, world, comm)
         notes = ["one-GPU proxy" if comm != "allreduce" else "", extra]
-        if fig in ("fig6", "fig7"):
+        if experiment in POWER_EXPERIMENTS:
             notes.append("needs NVML or AMD-SMI, else not run")
-        secs = ref.of("setup_s", fig) + spec_of(fig).default_reps(p) * per_rep
+        secs = ref.of_figure("setup_s", fig) + spec_of(fig).default_reps(p) * per_rep
         need = _buffers(size, prec, comm_bytes, comm) + memory.RUNTIME_OVERHEAD
         fits = need <= t.cap
         rows.append(
@@ -396,7 +400,7 @@ def _contention_rows(t: Target, fig: str) -> list[Row]:
         phase = phase_seconds(t.preset, t_iter, sweep.iters, training=False,
                               timed_iters=sweep.iters, timed_s=0, window_s=window)  # fmt: skip
         per_rep = phases * phase
-        secs = ref.of("setup_s", "contention") + sweep.reps * per_rep
+        secs = ref.of_figure("setup_s", fig) + sweep.reps * per_rep
         par = PARALLELISM[comm] if not ctas else f"allreduce-{ctas}cta"
         numel = kind.size if kind.compute == "add" else None
         need = _buffers(kind.size, kind.precision, size, comm, numel) + memory.RUNTIME_OVERHEAD
@@ -405,7 +409,7 @@ def _contention_rows(t: Target, fig: str) -> list[Row]:
         rows.append(
             Row(fig, kind.name, par, kind.precision, None, world, need / GIB,
                 "buffers", fits, secs if fits else 0.0, secs, "micro",
-                sweep.reps * phases * ref.of("record_bytes", fig) if fits else 0,
+                sweep.reps * phases * ref.of_figure("record_bytes", fig) if fits else 0,
                 traces if fits else 0, f"all-reduce {units.size(size)}")
         )  # fmt: skip
     return rows
@@ -454,13 +458,24 @@ def build(preset: Preset, figures: Iterable[str], gpus: int, gpu_memory_gib: flo
                           startup_s, startup_s, "start-up", 0, 0)  # fmt: skip
             fig_rows.insert(0, startup)
         if device == "cpu":  # tiny: the figure's measured time, split over its rows
-            share = ref.of("tiny_measured_s", fig) / sum(1 for r in fig_rows if r.runs is not False)
+            running = sum(1 for r in fig_rows if r.runs is not False)
+            share = ref.of_figure("tiny_measured_s", fig) / running
             for r in fig_rows:
                 r.time_s_if_run = share
                 r.time_s = share if r.runs is not False else 0.0
                 r.method = "measured"
+        _note_stand_in(fig, fig_rows, "tiny_measured_s" if device == "cpu" else "record_bytes")
         rows += _reused(fig, fig_rows, rows, priced=device == "cuda")
     return rows
+
+
+def _note_stand_in(fig: str, fig_rows: list[Row], entry: str) -> None:
+    """A figure not measured yet is priced with the calibration of a figure of the same
+    experiment (reference.stand_in); its rows say so."""
+    if fig in ref.values(entry) or (kin := ref.stand_in(entry, fig)) is None:
+        return
+    for r in fig_rows:
+        r.note = "; ".join(n for n in (r.note, f"priced with {kin}'s calibration") if n)
 
 
 def _reused(fig: str, fig_rows: list[Row], before: list[Row], priced: bool) -> list[Row]:

@@ -41,6 +41,32 @@ def of(name: str, key: str) -> Any:
     return values[key]
 
 
+def stand_in(name: str, figure: str) -> str | None:
+    """The figure whose value of entry `name` prices `figure`, which has none of its own
+    (a figure not yet measured): the first, in the registry's order, that runs the same
+    experiment and has one. None where there is no such figure."""
+    from artifact.figures import REGISTRY, spec_of  # the registry imports pandas: only here
+
+    values, experiment = entry(name)["values"], spec_of(figure).experiment
+    kin = (f for f, s in REGISTRY.items() if s.experiment == experiment and f in values)
+    return None if experiment is None else next(kin, None)
+
+
+def of_figure(name: str, figure: str) -> Any:
+    """entry `name`'s value for `figure`, else its stand-in's (a new figure priced as the
+    figures of its experiment); neither is a one-line error naming the figure and entry."""
+    values = entry(name)["values"]
+    if figure in values:
+        return values[figure]
+    if (kin := stand_in(name, figure)) is None:
+        raise ArtifactError(
+            f"{figure}: artifact/data/reference.json '{name}' has no value for it nor for "
+            f"another figure of its experiment (it has: {', '.join(values)}); "
+            f"run {figure} once and add the measured value with its run"
+        )
+    return values[kin]
+
+
 def values(name: str) -> dict[str, Any]:
     return dict(entry(name)["values"])
 

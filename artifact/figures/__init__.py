@@ -18,10 +18,22 @@ from artifact.figures.spec import FigureSpec, Panel, Series
 REGISTRY: dict[str, FigureSpec] = {
     name: importlib.import_module(f"artifact.figures.{name}").SPEC for name in figure_names()
 }
-ALL: tuple[str, ...] = tuple(REGISTRY)
-PAPER_FIGURES: tuple[str, ...] = tuple(n for n, s in REGISTRY.items() if s.in_paper)
-# what `nox -s all` runs: every figure but those drawn from another's records
-OWN_RECORDS: tuple[str, ...] = tuple(n for n, s in REGISTRY.items() if s.records_of is None)
+
+# The lists below are read from REGISTRY at each call, not copied at import, so every
+# stage sees the same figures (tests/test_registry.py adds a throwaway one).
+
+
+def all_figures() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+def paper_figures() -> tuple[str, ...]:
+    return tuple(n for n, s in REGISTRY.items() if s.in_paper)
+
+
+def own_records() -> tuple[str, ...]:
+    """What `python -m artifact all` runs: every figure but those drawn from another's records."""
+    return tuple(n for n, s in REGISTRY.items() if s.records_of is None)
 
 
 def spec_of(name: str) -> FigureSpec:
@@ -29,16 +41,16 @@ def spec_of(name: str) -> FigureSpec:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise bad_choice("experiment", name, ALL) from None
+        raise bad_choice("experiment", name, all_figures()) from None
 
 
 __all__ = [
-    "ALL",
-    "OWN_RECORDS",
-    "PAPER_FIGURES",
     "REGISTRY",
     "FigureSpec",
     "Panel",
     "Series",
+    "all_figures",
+    "own_records",
+    "paper_figures",
     "spec_of",
 ]

@@ -11,7 +11,7 @@ from artifact.core.config import get_preset
 from artifact.core.units import duration, size
 from artifact.env import REPO_ROOT
 from artifact.estimate import build, figures_of, reference, totals
-from artifact.figures import ALL, OWN_RECORDS, REGISTRY, spec_of
+from artifact.figures import REGISTRY, all_figures, own_records, spec_of
 from artifact.judge.controls import is_proxy
 from artifact.judge.expected import load_expected
 from artifact.judge.verdicts import VERDICTS, paper_items
@@ -181,7 +181,7 @@ def claims_to_experiments(run: Results) -> list[list[str]]:
         for fig in figures if isinstance(figures, list) else [figures]:
             tested.setdefault(spec_of(fig).records, []).append(item)
     rows = []
-    for exp in (e for e in OWN_RECORDS if e in tested):
+    for exp in (e for e in own_records() if e in tested):
         served = [f for f, s in REGISTRY.items() if s.records_of == exp]
         label = exp + (f" (also {', '.join(served)})" if served else "")
         items = list({i["id"]: i for i in tested[exp]}.values())
@@ -240,7 +240,7 @@ def _time_rows(run: Results) -> tuple[list[str], list[list[str]]]:
         header.append("reference run, measured (whole figure)")
     header.append(f"paper preset, {PAPER_GPUS} x {PAPER_GPU_GIB:g} GiB GPUs (plan's lower bound)")
     rows = []
-    for exp in OWN_RECORDS:
+    for exp in own_records():
         est = totals(build(paper, [exp], PAPER_GPUS, PAPER_GPU_GIB))
         if est["configurations"] == 0:
             priced = "not priced: " + (
@@ -253,8 +253,9 @@ def _time_rows(run: Results) -> tuple[list[str], list[list[str]]]:
         served = [f for f, s in REGISTRY.items() if s.records_of == exp]
         label = exp + (f" (also {', '.join(served)})" if served else "")
         row = [label, _run_time(run, exp)]
-        if ref:
-            row.append(duration(reference.of(ref, exp)))
+        if ref:  # a figure added since the reference run has no time there
+            measured = reference.values(ref).get(exp)
+            row.append(duration(measured) if measured is not None else "not in the reference run")
         rows.append([*row, priced])
     return header, rows
 
@@ -277,8 +278,8 @@ def _figures_line(run: Results) -> str:
         of = spec_of(f).records_of
         return f"{f} (from {of}'s records)" if of else f
 
-    ran = [name(f) for f in ALL if not not_run(f, run)]
-    skipped = [name(f) for f in ALL if not_run(f, run)]
+    ran = [name(f) for f in all_figures() if not not_run(f, run)]
+    skipped = [name(f) for f in all_figures() if not_run(f, run)]
     return f"ran {', '.join(ran) or 'none'}" + (
         f"; not run or failed: {', '.join(skipped)}" if skipped else ""
     )
@@ -298,7 +299,7 @@ def checklist(doc: Doc, run: Results) -> None:
     disk = {part: folder_bytes(run.out / part) for part in ("records", "traces", "logs")}
     shared = bool(run.ran_on.get("other_gpu_processes"))
     tiny_s, quick_s = _reference_sums()
-    here = [t for f in OWN_RECORDS if (t := figure_time(run.out, f))]
+    here = [t for f in own_records() if (t := figure_time(run.out, f))]
     this_run = f"this run: {duration(sum(t.active_s for t in here))} of measuring (the records' timestamps)" if here else "this run: no records"  # fmt: skip
     doc.items(
         [
@@ -457,7 +458,7 @@ def notes(doc: Doc, run: Results) -> None:
     doc.h(1, "H. Notes")
     doc.items(_run_notes(run))
     doc.h(2, "What was not run, or failed, and why")
-    missing = [f"{fig}: {why}" for fig in ALL if (why := not_run(fig, run))]
+    missing = [f"{fig}: {why}" for fig in all_figures() if (why := not_run(fig, run))]
     missing += [
         f"{fig}: {config_id}: {st['status']}: {st['reason']}"
         for fig, fst in run.status.items()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from artifact.analyze.aggregate import gpus_in
-from artifact.figures import ALL, PAPER_FIGURES, spec_of
+from artifact.figures import all_figures, paper_figures, spec_of
 from artifact.judge.verdicts import as_sentence, paper_items, tally
 from artifact.report import appendix, instrument, plots, validations
 from artifact.report.document import Doc, to_html, to_latex, to_markdown
@@ -79,7 +79,7 @@ def first_screen(doc: Doc, run: Results) -> None:
     doc.h(1, "What ran")
     doc.table(
         ["figure", "status", "detail"],
-        [[fig, *figure_status(fig, run.status, run.summary)] for fig in ALL],
+        [[fig, *figure_status(fig, run.status, run.summary)] for fig in all_figures()],
     )
 
 
@@ -140,7 +140,7 @@ def figure_sections(doc: Doc, run: Results) -> list[Path]:
     """One subsection per paper figure: its plot (this run, the paper's judged numbers
     shaded) or why there is none. Returns the image files it made."""
     made = []
-    for fig in PAPER_FIGURES:
+    for fig in paper_figures():
         title = spec_of(fig).title
         doc.h(2, f"{title} ({fig})")
         why = not_run(fig, run)
