@@ -187,15 +187,15 @@ def test_fig11_copies_fig10s_fp32_configuration_and_says_so(tmp_path):
     """A configuration fig10 measured in the same folder, every repetition, with the same
     settings: fig11 copies its records (marked and noted) instead of measuring it."""
     from artifact.core.phases import training_phases
-    from artifact.experiments import training
+    from artifact.run import reuse
 
     ctx = cpu_context(tmp_path, "fig11", reps=2)
     config = _fig10_records(ctx.store, reps=2)
     point = runner.ConfigPoint("gpt-tiny_fsdp_fp32_mb2_w1", {**config, "note": "x"}, None)
     other = runner.ConfigPoint(point.config_id, {**config, "precision": "tf32"}, None)
-    assert not training.reuse(ctx, other, training_phases(1))  # other settings
+    assert not reuse.reuse(ctx, other, training_phases(1))  # other settings
     assert not ctx.store.records("fig11")
-    assert training.reuse(ctx, point, training_phases(1))
+    assert reuse.reuse(ctx, point, training_phases(1))
     copied = ctx.store.records("fig11")
     assert len(copied) == 2 * len(training_phases(1))
     assert {r["figure"] for r in copied} == {"fig11"} and {r["reused_from"] for r in copied} == {
@@ -207,12 +207,12 @@ def test_fig11_copies_fig10s_fp32_configuration_and_says_so(tmp_path):
 
 def test_a_configuration_with_a_repetition_missing_is_measured_again(tmp_path):
     from artifact.core.phases import training_phases
-    from artifact.experiments import training
+    from artifact.run import reuse
 
     ctx = cpu_context(tmp_path, "fig11", reps=3)
     config = _fig10_records(ctx.store, reps=2)  # fig10 ran 2 of the 3 repetitions
     point = runner.ConfigPoint("gpt-tiny_fsdp_fp32_mb2_w1", config, None)
-    assert not training.reuse(ctx, point, training_phases(1))
+    assert not reuse.reuse(ctx, point, training_phases(1))
     assert not ctx.store.records("fig11")
 
 

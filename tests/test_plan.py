@@ -172,6 +172,20 @@ def test_a_configuration_a_figure_reuses_costs_nothing_where_both_run():
     assert both[("fig11", "tf32")].time_s == alone["tf32"].time_s > 0
 
 
+def test_fig8_prices_fig6s_configurations_once():
+    """fig8 copies fig6's records (the same microbenchmark, the A/A repeat included) where
+    fig6 runs first on a GPU; alone, or on a CPU where fig6 is not run, it measures."""
+    rows = {(r.figure, r.parallelism): r for r in _rows("fig6", "fig8", *QUICK_1)}
+    alone = {r.parallelism: r for r in _rows("fig8", *QUICK_1)}
+    measured = [p for (f, p) in rows if f == "fig8" and p != "-"]
+    assert sorted(measured) == ["allreduce", "proxy-copy", "proxy-nccl-onerank"]
+    for par in measured:
+        assert rows[("fig8", par)].time_s == 0 and "measured for fig6" in rows[("fig8", par)].note
+        # the same phases; only the calibrated set-up differs (fig6 10.3 s, fig8 11 s)
+        assert rows[("fig6", par)].time_s == pytest.approx(alone[par].time_s, rel=0.05)
+        assert alone[par].time_s > 5
+
+
 def test_fig10_prices_fig4s_fsdp_row_once():
     """fig10's FP16 row is fig4's FSDP row of the same size where fig4 runs first."""
     rows = {(r.figure, r.parallelism, r.precision): r for r in _rows("fig4", "fig10", *QUICK_1)}

@@ -94,21 +94,34 @@ def test_an_unknown_figure_is_a_one_line_error():
         spec_of("fig12")
 
 
-def test_the_a_a_repeat_runs_exactly_where_the_noise_floor_is_derived():
-    """One declaration decides it (the spec's derived quantities): the experiments' phases
-    and the plan's time both read FigureSpec.runs_noise_floor."""
+def test_the_a_a_repeat_runs_exactly_where_the_noise_floor_is_derived(monkeypatch):
+    """One declaration decides it (the spec's derived quantities, and which figure copies
+    whose records): the experiments' phases and the plan's time both read
+    figures.runs_aa_repeat."""
+    import dataclasses
+
     from artifact.core.config import get_preset
     from artifact.estimate import model
     from artifact.experiments import training
+    from artifact.figures import runs_aa_repeat
     from artifact.run.modes import OVERLAP_REPEAT
 
-    repeat = {name for name, spec in REGISTRY.items() if spec.runs_noise_floor}
-    assert repeat == {"fig4", "fig8", "fig9", "fig10", "fig11", "contention", "v2"}
+    derives = {name for name, spec in REGISTRY.items() if spec.runs_noise_floor}
+    assert derives == {"fig4", "fig8", "fig9", "fig10", "fig11", "contention", "v2"}
+    # fig6 derives no floor, but fig8 copies its records, so they hold the repeat too
+    assert {name for name in REGISTRY if runs_aa_repeat(name)} == derives | {"fig6"}
     assert OVERLAP_REPEAT in training.training_phases(1)  # every training figure runs it
-    # the plan prices a fifth phase exactly there: fig6's repetition is 4/5 of fig8's
     quick = get_preset("quick")
-    fig6, fig8 = (model._microbench_costs(quick, f, 0, 0.01, 1)[0] for f in ("fig6", "fig8"))
-    assert fig6 / fig8 == pytest.approx(4 / 5)
+
+    def fig6_over_fig8():
+        fig6, fig8 = (model._microbench_costs(quick, f, 0, 0.01, 1)[0] for f in ("fig6", "fig8"))
+        return fig6 / fig8
+
+    assert fig6_over_fig8() == pytest.approx(1)
+    # were fig8 not to copy fig6's records, fig6 would price 4 phases to fig8's 5
+    monkeypatch.setitem(REGISTRY, "fig8", dataclasses.replace(REGISTRY["fig8"], reuses=None))
+    assert not runs_aa_repeat("fig6")
+    assert fig6_over_fig8() == pytest.approx(4 / 5)
 
 
 # --- a throwaway figure: one spec and one expected YAML, nothing else edited ------------
@@ -176,7 +189,9 @@ def test_the_plan_prices_a_throwaway_figure_as_its_experiments_figures(throwaway
 
     for preset, gpus in (("tiny", 2), ("quick", 1), ("paper", 4)):
         rows = model.build(get_preset(preset), model.figures_of([]), gpus, 80)
-        new, fig8 = _rows(rows, "fig99"), _rows(rows, "fig8")
+        # fig8 alone: in the whole plan its rows are fig6's copies (FigureSpec.reuses)
+        alone = model.build(get_preset(preset), model.figures_of(["fig8"]), gpus, 80)
+        new, fig8 = _rows(rows, "fig99"), _rows(alone, "fig8")
         assert len(new) == len(fig8) >= 1, preset
         for a, b in zip(new, fig8, strict=True):
             assert (a.parallelism, a.time_s, a.records_bytes) == (

@@ -35,7 +35,7 @@ from artifact.core.phases import (
 from artifact.core.units import GIB
 from artifact.estimate import memory
 from artifact.estimate import reference as ref
-from artifact.figures import own_records, spec_of
+from artifact.figures import own_records, runs_aa_repeat, spec_of
 
 # A phase (artifact.run.runner.measure_phase): settled, then timed for at least the preset's
 # iterations and seconds (the power window included), then profiled for `iters` steps.
@@ -99,12 +99,12 @@ METHODS = {
     "{training:g} s set-up (calibrated); communication not added: a lower bound on several "
     "GPUs; a configuration a figure reuses (fig10's FP16 is fig4's FSDP row, fig11's FP32 "
     "is fig10's) costs nothing where both run",
-    "micro": "repetitions x phases (4; + the A/A repeat in fig8, fig9, contention and v2; + 2 "
-    "zero-byte controls where the all-reduce moves data) x (settling at its lower bound + the "
+    "micro": "repetitions x phases (4; + the A/A repeat in fig6, fig8, fig9, contention and "
+    "v2; + 2 zero-byte controls where the all-reduce moves data) x (settling at its lower bound + the "
     "timed pass, at least the preset's iterations and seconds or the power window + the "
     "profiled iterations) at the compute's time on one H200, + set-up per configuration "
     "calibrated on quick, one H200 (fig6 {fig6:g} s, fig8 {fig8:g}, fig7 {fig7:g}, contention "
-    "{contention:g}, v2 {v2:g})",
+    "{contention:g}, v2 {v2:g}); fig8's rows are fig6's where both run",
     "measured": "the figure's measured wall time (tiny on 2 CPU cores: {tiny}), split evenly "
     "over its configurations",
     "not run": "recorded 'not run' before anything is built: nothing beyond the start-up",
@@ -162,7 +162,7 @@ def _itemsize(precision: str) -> int:
 def microbench_phase_count(figure: str, comm: str, world: int) -> int:
     """Phases a microbenchmark repetition measures (artifact.core.phases.microbench_phases)."""
     moves_data = comm == "allreduce" and world > 1
-    return len(microbench_phases(spec_of(figure).runs_noise_floor, moves_data))
+    return len(microbench_phases(runs_aa_repeat(figure), moves_data))
 
 
 def model_at(preset: Preset, name: str) -> ModelConfig:
@@ -348,7 +348,7 @@ def _microbench_costs(
         return len(FIG7_BLOCKS) * block_s, reps * ref.of_figure("record_bytes", fig), series, ""
     phases = microbench_phase_count(fig, comm, world)
     # rep 0's trace of every phase but the A/A repeat, each rank
-    traces = (phases - spec_of(fig).runs_noise_floor) * world * ref.value("micro_trace_bytes")
+    traces = (phases - runs_aa_repeat(fig)) * world * ref.value("micro_trace_bytes")
     records = reps * phases * ref.of_figure("record_bytes", fig)
     if experiment == "v2":  # V2: no power window and no time floor (artifact.experiments.v2)
         frac = p.v2.delay_fractions[i]
@@ -480,7 +480,7 @@ def _note_stand_in(fig: str, fig_rows: list[Row], entry: str) -> None:
 
 def _reused(fig: str, fig_rows: list[Row], before: list[Row], priced: bool) -> list[Row]:
     """Rows the figure copies from the figure it reuses, when that one runs first in the
-    plan (artifact.experiments.training.reuse): no time of their own (`priced`; a tiny
+    plan (artifact.run.reuse): no time of their own (`priced`; a tiny
     figure's measured time already holds its copying)."""
     source = spec_of(fig).reuses
     measured = {

@@ -5,6 +5,8 @@ FSDP and pipeline workloads. Here: Fig. 8's microbenchmark, each phase held for 
 preset's power window, with mean power from the energy counter, peak power from the
 instant field, both also as % of the enforced limit (TDP), and the derived increases
 under overlap. Machines without telemetry record the figure as not run, saying why.
+Its repetitions run the A/A repeat as well, which fig6 does not use: fig8 then copies
+these records instead of measuring the same configurations again (artifact.run.reuse).
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ from artifact.analyze import metrics as eq
 from artifact.core.config import Preset
 from artifact.core.options import RunOptions
 from artifact.core.phases import OVERLAP_REPEAT, balanced_order, microbench_phases
-from artifact.figures import spec_of
+from artifact.figures import runs_aa_repeat
+from artifact.run.reuse import reuse
 from artifact.run.runner import (
     BASE_UNITS,
     POWER_UNITS,
@@ -165,18 +166,22 @@ def run_configs(
     preset's, for the timed pass too) and `timed_s` its least seconds (default: the
     preset's); `numbered` this list's place in the figure's configurations
     (runner.pending). The A/A repeat of the overlap phase runs where the figure derives
-    the noise floor (FigureSpec.runs_noise_floor).
+    the noise floor, or a figure that copies its records does (figures.runs_aa_repeat).
+    A configuration already measured for the figure this one reuses (fig8: fig6's) is
+    copied, not measured again (artifact.run.reuse).
     """
 
     def phases_of(point: ConfigPoint) -> tuple[str, ...]:
         # the controls: only an all-reduce between GPUs moves data a claim is judged on
         # (a one-GPU proxy's control is the all-reduce row, which moves nothing)
         between_gpus = point.spec.comm == "allreduce" and ctx.world_size > 1
-        return microbench_phases(spec_of(ctx.figure).runs_noise_floor, between_gpus)
+        return microbench_phases(runs_aa_repeat(ctx.figure), between_gpus)
 
     for point, todo in pending(ctx, todo_configs, phases_of, numbered):
-        config_id, config, spec = point
         phases = phases_of(point)
+        if reuse(ctx, point, phases):
+            continue
+        config_id, config, spec = point
         bench = Microbench(spec, ctx.device, seed=ctx.rank)
         count = bench.calibrate(ctx.warmup, repeats=repeats, max_repeats=max_repeats)
         config = {**config, "comm_repeats": count}

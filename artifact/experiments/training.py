@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -29,15 +28,14 @@ import torch
 from artifact.core.config import ModelConfig, get_model
 from artifact.core.phases import TRAINING_MODES, balanced_order, training_phases
 from artifact.estimate import memory
-from artifact.figures import spec_of
 from artifact.measure.peak import peak_matmul_tflops
 from artifact.run import capability
+from artifact.run.reuse import reuse
 from artifact.run.runner import (
     BASE_UNITS,
     POWER_UNITS,
     ConfigPoint,
     RunContext,
-    broadcast,
     check_gpu_alone,
     gather,
     log_repetition,
@@ -45,7 +43,6 @@ from artifact.run.runner import (
     pending,
     stop_requested,
 )
-from artifact.store import atomic_write, dump_json
 from artifact.workloads.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -125,49 +122,6 @@ def release_memory(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-
-
-def reuse(ctx: RunContext, point: ConfigPoint, phases: tuple[str, ...]) -> bool:
-    """Whether `point` was measured already for the figure this one reuses
-    (FigureSpec.reuses: fig11's FP32 is fig10's): every phase of every repetition on disk
-    there, with the same settings. Rank 0 then copies those records here, each marked
-    `reused_from` and noted, and nothing is measured again."""
-    source = spec_of(ctx.figure).reuses
-    found = ctx.is_writer and source is not None and _reusable(ctx, source, point, phases)
-    if not broadcast(found):
-        return False
-    if ctx.is_writer:
-        for rep in range(ctx.reps):
-            for phase in phases:
-                if not ctx.store.has(ctx.figure, point.config_id, phase, rep):
-                    _copy_record(ctx, source, point.config_id, phase, rep)
-    log.info("%s: measured for %s; its records copied", point.config_id, source)
-    return True
-
-
-def _reusable(ctx: RunContext, source: str, point: ConfigPoint, phases: tuple[str, ...]) -> bool:
-    paths = [
-        ctx.store.record_path(source, point.config_id, phase, rep)
-        for rep in range(ctx.reps)
-        for phase in phases
-    ]
-    if not all(p.is_file() for p in paths):
-        return False
-    seen = json.loads(paths[0].read_text())
-    same = {k: v for k, v in point.config.items() if k != "note"}
-    return seen["provenance"].get("preset") == ctx.preset.name and all(
-        seen["config"].get(k) == v for k, v in same.items()
-    )
-
-
-def _copy_record(ctx: RunContext, source: str, config_id: str, phase: str, rep: int) -> None:
-    record = json.loads(ctx.store.record_path(source, config_id, phase, rep).read_text())
-    note = f"measured for {source} (the same configuration): its records"
-    record["figure"] = ctx.figure
-    record["reused_from"] = source
-    record["config"]["note"] = "; ".join(n for n in (record["config"].get("note"), note) if n)
-    path = ctx.store.record_path(ctx.figure, config_id, phase, rep)
-    atomic_write(path, lambda f: dump_json(record, f))
 
 
 def run_configs(

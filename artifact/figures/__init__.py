@@ -36,6 +36,15 @@ def own_records() -> tuple[str, ...]:
     return tuple(n for n, s in REGISTRY.items() if s.records_of is None)
 
 
+def runs_aa_repeat(name: str) -> bool:
+    """Whether the figure's repetitions run the A/A repeat: where it derives Eq. 1's noise
+    floor, or where a figure that copies its records does (fig8 copies fig6's), so that
+    the copy holds every phase."""
+    return spec_of(name).runs_noise_floor or any(
+        s.reuses == name and s.runs_noise_floor for s in REGISTRY.values()
+    )
+
+
 def spec_of(name: str) -> FigureSpec:
     """The figure's spec; an unknown name is a one-line error listing the known ones."""
     try:
@@ -52,5 +61,6 @@ __all__ = [
     "all_figures",
     "own_records",
     "paper_figures",
+    "runs_aa_repeat",
     "spec_of",
 ]

@@ -15,6 +15,7 @@ SPEC = FigureSpec(
     experiment="fig8",
     options=MICROBENCH_OPTIONS,
     derived=derived.MICROBENCH,
+    reuses="fig6",  # the same configurations, measured first for fig6 where it runs (a GPU)
     panels=(
         Panel(
             (

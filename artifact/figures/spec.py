@@ -67,8 +67,8 @@ class FigureSpec:
 
     @property
     def runs_noise_floor(self) -> bool:
-        """Whether its repetitions run the A/A repeat of the sequential phase: exactly the
-        figures that derive the noise floor of Eq. 1 (artifact.analyze.noise)."""
+        """Whether it derives the noise floor of Eq. 1 (artifact.analyze.noise) from the A/A
+        repeat; the figures whose repetitions run the repeat are figures.runs_aa_repeat."""
         return any(d.metric == "noise_floor" for d in self.derived)
 
     @property
