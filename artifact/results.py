@@ -100,12 +100,12 @@ class Results:
         """The rows the paper's items are judged on: the paper's implementations, without
         the one-GPU proxies (judged apart as proxy evidence)."""
         rows = self.judged_rows
-        return rows[~rows["parallelism"].map(is_proxy)]
+        return rows[~rows["parallelism"].map(is_proxy).astype(bool)]  # bool: an empty frame too
 
     @property
     def proxy_configs(self) -> list[str]:
         rows = self.judged_rows
-        return sorted(set(rows.loc[rows["parallelism"].map(is_proxy), "config_id"]))
+        return sorted(set(rows.loc[rows["parallelism"].map(is_proxy).astype(bool), "config_id"]))
 
 
 def _json(path: Path) -> dict:

@@ -32,6 +32,7 @@ import torch
 
 from artifact.core import emulated
 from artifact.core.errors import ArtifactError
+from artifact.measure.kernels import EMULATED_MARK
 
 _world: list[int | None] = [None]  # the emulated world size once joined, else None
 _link: list[float | None] = [None]  # bytes per second on a GPU; None: not paced (CPU)
@@ -209,7 +210,11 @@ def traffic(name: str, a: dict, device: torch.device, gathers, scatters):
     """Launch rank 0's traffic for one collective; a handle on a GPU, None on a CPU."""
     import torch.distributed as dist
 
-    w = dist.get_world_size(a.get("group"))
+    with torch.profiler.record_function(EMULATED_MARK):  # the trace counts it as communication
+        return _traffic(name, a, device, dist.get_world_size(a.get("group")), gathers, scatters)
+
+
+def _traffic(name: str, a: dict, device: torch.device, w: int, gathers, scatters):
     stream = comm_stream(device)
     if stream is None:  # CPU: plain copies, now
         _copies(name, a, w, gathers, scatters)

@@ -192,7 +192,9 @@ def main(argv: list[str] | None = None) -> None:
         if emulation.has_peers():
             dist.barrier()  # every rank's work, and rank 0's records, are done
         if rank == 0:
-            _finish_status(ctx.store, args.figure, ctx.reps, ctx.world_size)
+            # processes started: one under emulation (the CLI's resume check counts them)
+            processes = ctx.world_size if emulation.has_peers() else 1
+            _finish_status(ctx.store, args.figure, ctx.reps, processes)
     except BaseException:
         dist.destroy_process_group()
         raise
