@@ -75,7 +75,7 @@ class Results:
         """Configurations run as rank 0 of W alone (--emulate-world): by their config, or
         by their summary note where configs.json lacks them."""
         by_config = {c for c, cfg in self.configs.items() if cfg.get("emulated_world")}
-        notes = self.summary["note"].fillna("").astype(str)
+        notes = self.summary["note"].astype(str)  # NaN reads "nan"
         by_note = set(self.summary.loc[notes.str.startswith(NOTE_PREFIX), "config_id"])
         return sorted(by_config | by_note)
 
