@@ -144,7 +144,7 @@ def kernel_table(trace: dict[str, Any]) -> pd.DataFrame:
         rows = []
         for e in gpu:
             host_ts = launch_ts.get(e.get("args", {}).get("correlation"), e["ts"])
-            in_emulated = _assign(np.array([float(host_ts)]), emulated)[0] >= 0
+            in_emulated = len(emulated[0]) and _assign(np.array([host_ts]), emulated)[0] >= 0
             cat = "communication" if in_emulated else classify_gpu(e["name"], e["cat"])
             stream = e.get("args", {}).get("stream", e.get("tid"))
             rows.append((e["name"], stream, float(e["ts"]), float(e["dur"]), cat, host_ts))
