@@ -246,3 +246,63 @@ def test_fig4_runs_every_mode_as_rank_0_of_4(cli, tmp_path):
     assert refused and all("--emulate-world" in s["reason"] for s in refused.values())
     summary = pd.read_csv(out / "summary.csv")
     assert summary["note"].str.startswith("emulated:").all()
+
+
+# --- the pieces around the run: `all`'s check, the plan, the trace, the report -----------
+
+
+def test_all_takes_emulate_world_and_refuses_bad_values():
+    from artifact.cli import check_run_args
+
+    check_run_args(["--preset", "tiny", "--emulate-world", "4"])  # fig8 leaves it out
+    with pytest.raises(ArtifactError, match="--nproc 2"):
+        check_run_args(["--preset", "tiny", "--emulate-world", "4", "--nproc", "2"])
+
+
+def test_the_plan_prices_rank_0_of_w_on_one_device():
+    from artifact.core.config import get_preset
+    from artifact.estimate.model import build
+    from artifact.plan import emulated_plan
+
+    preset = get_preset("quick")
+    rows = emulated_plan(preset, ["fig4", "fig8"], 4, 80.0)
+    real = {(r.figure, r.model, r.parallelism): r for r in build(preset, ["fig4"], 4, 80.0)}
+    fsdp = [r for r in rows if r.figure == "fig4" and r.parallelism == "fsdp"]
+    assert fsdp and all("emulated rank 0 of 4" in r.note for r in fsdp)
+    for r in fsdp:  # rank 0's shard at W = 4; one rank's traces
+        twin = real[(r.figure, r.model, r.parallelism)]
+        assert r.memory_gib == twin.memory_gib and r.traces_bytes == twin.traces_bytes // 4
+    assert all(not r.runs for r in rows if r.parallelism == "pipeline")
+    assert {r.gpus for r in rows if r.figure == "fig8"} == {1}  # not emulated: one GPU
+
+
+def test_emulated_copies_are_communication_in_a_gpu_trace():
+    """A memcpy launched inside the emulated range is communication; the same outside, memory."""
+    from artifact.measure import kernels
+    from tests.test_kernels import _iter, _kernel, _launch
+
+    mark = {"ph": "X", "cat": "user_annotation", "name": kernels.EMULATED_MARK,
+            "ts": 5, "dur": 3, "pid": 1, "tid": 1}  # fmt: skip
+    trace = {
+        "traceEvents": [
+            _iter(0, 0, 50), mark, _launch(6, 1), _launch(20, 2),
+            _kernel("Memcpy DtoD", 30, 5, stream=9, corr=1, cat="gpu_memcpy"),
+            _kernel("Memcpy DtoD", 40, 5, stream=7, corr=2, cat="gpu_memcpy"),
+        ]
+    }  # fmt: skip
+    assert list(kernels.kernel_table(trace)["category"]) == ["communication", "memory"]
+    trace["traceEvents"].remove(mark)  # the control: without the range both are memory
+    assert list(kernels.kernel_table(trace)["category"]) == ["memory", "memory"]
+
+
+def test_the_report_puts_emulated_beside_real():
+    from artifact.report.emulated import side_by_side
+
+    rows = [
+        _row("m_fsdp_fp16_mb8_w4", "fsdp", 0.20, 0.18, 0.22),
+        _emulated_row("m_fsdp_fp16_mb8_w4_e4", "fsdp", 0.12, 0.10, 0.14),
+        _emulated_row("other_w4_e4", "fsdp", 0.3, 0.2, 0.4),  # no real twin: not paired
+    ]
+    table = side_by_side(pd.DataFrame(rows))
+    assert table == [["m_fsdp_fp16_mb8_w4", "4", "slowdown", "+20.0 % [+18.0, +22.0]",
+                      "+12.0 % [+10.0, +14.0]"]]  # fmt: skip
