@@ -227,10 +227,11 @@ def test_fig4_runs_every_mode_as_rank_0_of_4(cli, tmp_path):
     out = tmp_path / "e4"
     r = cli(
         "run", "fig4", "--preset", "tiny", "--emulate-world", "4", "--models", "gpt-tiny",
-        "--reps", "1", "--out", str(out), timeout=900,
+        "--fsdp-impl", "deepspeed,fsdp2", "--reps", "1", "--out", str(out), timeout=900,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     records = [json.loads(p.read_text()) for p in (out / "records" / "fig4").rglob("*.json")]
+    assert {r["config"]["fsdp_impl"] for r in records} == {"deepspeed", "fsdp2"}
     modes = {r["mode"] for r in records}
     assert modes >= {"overlap", "sequential", "nocomm", "overlap_control", "sequential_control"}
     for rec in records:
@@ -238,9 +239,18 @@ def test_fig4_runs_every_mode_as_rank_0_of_4(cli, tmp_path):
         assert rec["config_id"].endswith("_e4") and "_w4" in rec["config_id"]
         assert rec["config"]["note"].startswith("emulated:")
         assert rec["provenance"]["emulated_world"] == 4
-        moved = rec["metrics"]["emulated_mib_per_step"]
+        moved = rec["metrics"]["emulated_mib_per_step"] * 2**20
         # the bytes rank 0 moves in the modes that move any, none in the others
         assert (moved > 0) == (rec["mode"] in ("overlap", "sequential", "overlap_repeat"))
+        if moved:
+            # rank 0's ring share of every parameter (fp32), all-gathered and
+            # reduce-scattered: ZeRO-3 keeps its gathered parameters for the backward pass
+            # (one all-gather, one reduce-scatter); FSDP2 gathers its blocks again there
+            ring = rec["config"]["params"] * 4 * 3 / 4
+            if rec["config"]["fsdp_impl"] == "deepspeed":
+                assert moved == pytest.approx(2 * ring, rel=0.01)
+            else:
+                assert 2 * ring < moved < 3 * ring
     status = json.loads((out / "status" / "fig4.json").read_text())
     refused = {c: s for c, s in status["configs"].items() if "pipeline" in c}
     assert refused and all("--emulate-world" in s["reason"] for s in refused.values())
