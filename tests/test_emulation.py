@@ -256,6 +256,14 @@ def test_fig4_runs_every_mode_as_rank_0_of_4(cli, tmp_path):
     assert refused and all("--emulate-world" in s["reason"] for s in refused.values())
     summary = pd.read_csv(out / "summary.csv")
     assert summary["note"].str.startswith("emulated:").all()
+    # the report has the preview's own section, its fidelity paragraph and its rows
+    from artifact.judge.compare import write_verdicts
+    from artifact.report.build import write_report
+
+    write_verdicts(out)
+    text = (write_report(out) / "appendix.md").read_text()
+    section = text.split("## Emulated W-GPU preview (one GPU)")[1].split("\n#")[0]
+    assert "no pipeline bubble" in section and "gpt-tiny_fsdp2_fp32_mb2_w4_e4" in section
 
 
 # --- the pieces around the run: `all`'s check, the plan, the trace, the report -----------

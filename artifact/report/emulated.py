@@ -28,7 +28,8 @@ FIDELITY = (
     "one-thread pacing kernel holds the stream), the peers' load on the link and on the "
     "memory system, stragglers among ranks, and a pipeline's bubble (pipelines are not "
     "emulated). So these slowdowns preview the contention one GPU's own traffic causes; "
-    "they are not the paper's multi-GPU numbers and never count as reproducing them."
+    "they are not the paper's multi-GPU numbers and never count as reproducing them. In "
+    "short: no real NVLink or NCCL protocol, no peers' load, no pipeline bubble."
 )
 _SUFFIX = re.compile(r"_e(\d+)$")
 
