@@ -77,7 +77,11 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         recompute=args.recompute,
         fsdp_impl=args.fsdp_impl,
         allow_power_cap=args.allow_power_cap,
+        emulate_world=args.emulate_world,
+        link_gbps=args.link_gbps,
     )
+    if options.emulate_world:
+        check_alone(args, options.emulate_world)
     if args.only_applicable:  # nox -s all hands every figure the same flags
         for flag in runplan.foreign_options(args.figure, options):
             console.print(f"{args.figure} does not take {flag}: left out for it")
@@ -86,8 +90,33 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     return options
 
 
-def processes(args: argparse.Namespace, device: str, preset) -> int:
-    """Ranks on this node: gloo processes on a CPU, one a GPU otherwise."""
+def check_alone(args: argparse.Namespace, world: int) -> None:
+    """--emulate-world is one process on one device: a real multi-rank launch is refused."""
+    for flag, value in (("--nproc", args.nproc), ("--gpus", args.gpus), ("--nnodes", args.nnodes)):
+        if value is not None and value != 1:
+            raise ArtifactError(
+                f"--emulate-world {world} with {flag} {value}: emulation runs rank 0 alone "
+                f"on one device; accepted: {flag} 1 or left out"
+            )
+    if args.rdzv_endpoint:
+        raise ArtifactError(
+            f"--emulate-world {world} with --rdzv-endpoint: emulation runs one process, "
+            "with no rendezvous; accepted: --rdzv-endpoint left out"
+        )
+
+
+def processes(args: argparse.Namespace, device: str, preset, emulated: bool = False) -> int:
+    """Ranks on this node: gloo processes on a CPU, one a GPU otherwise; one process
+    under --emulate-world (rank 0 of W, alone)."""
+    if emulated:
+        if device != "cpu":
+            import torch
+
+            from artifact.core.emulated import link_gbs
+
+            # an unknown GPU without --link-gbps is refused here, before the ranks start
+            link_gbs(torch.cuda.get_device_name(0), args.link_gbps)
+        return 1
     if device == "cpu":
         if args.gpus:
             raise ArtifactError(
@@ -128,7 +157,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if device == "cpu" and preset.device != "cpu":
         raise ArtifactError(f"preset {preset.name!r} needs a GPU; on CPU use --preset tiny")
     experiment = spec_of(figure).module()
-    nproc = processes(args, device, preset)
+    nproc = processes(args, device, preset, emulated=options.emulate_world is not None)
     rank_env: dict[str, str] = {}  # what the ranks are told of the GPUs' other processes
     if device != "cpu":
         rank_env, others = procs.gpus_idle_env(nproc, args.allow_shared_device)
@@ -428,8 +457,12 @@ class OneLineParser(argparse.ArgumentParser):
 def check_run_args(run_args: list[str]) -> None:
     """The flags `all` hands every figure, checked once before anything runs: a bad value
     is one line and exit 2, not one error per figure."""
-    args = build_parser().parse_args(["run", "fig8", *run_args])
-    run_options(args)
+    # as `all` hands them on: each figure keeps the flags it takes (--only-applicable), so
+    # a figure's own flag (--fsdp-impl, --emulate-world) is no error for fig8; the values
+    # are still checked, and the "left out" notes wait for each figure's own run
+    args = build_parser().parse_args(["run", "fig8", *run_args, "--only-applicable"])
+    with console.capture():
+        run_options(args)
     device = resolve_device(args.device)
     preset = get_preset(args.preset or default_preset(device != "cpu"))
     if device == "cpu" and preset.device != "cpu":
@@ -490,6 +523,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--precision", help=f"fig8, v2, contention: one of {', '.join(PRECISIONS)}")
     run.add_argument(
         "--comm-mib", type=int, help="fig8, v2, contention: all-reduce size in MiB (paper: 1024)"
+    )
+    run.add_argument(
+        "--emulate-world",
+        help="fig4, fig5, fig10, fig11: run rank 0 of W ranks alone on one device (fake "
+        "process group, its traffic as paced local copies; records are labelled emulated)",
+    )
+    run.add_argument(
+        "--link-gbps",
+        help="with --emulate-world: the link's bandwidth in GB/s (gigabytes a second, one "
+        "direction; default by GPU model, e.g. 450 for H100/H200 NVLink)",
     )
     run.add_argument("--nnodes", type=int, help="nodes (torchrun rendezvous)")
     run.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous, with --nnodes")

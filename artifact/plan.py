@@ -14,10 +14,12 @@ import re
 from pathlib import Path
 
 from artifact.core.config import PRESETS, Preset, default_preset, get_preset
+from artifact.core.emulated import EMULATION_OPTIONS, check_world
 from artifact.core.errors import ArtifactError
 from artifact.core.units import duration, size
 from artifact.estimate import model
 from artifact.estimate.model import Row, build, figures_of, totals
+from artifact.figures import spec_of
 
 __all__ = ["Row", "add_arguments", "build", "figures_of", "main", "plan", "render", "run", "totals"]
 
@@ -44,6 +46,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--gpu-memory-gib", type=float, default=80.0, help="memory per GPU (default 80)"
     )
+    ap.add_argument(
+        "--emulate-world",
+        help="price `run --emulate-world W`: the training figures as rank 0 of W on one GPU",
+    )
     ap.add_argument("--json", action="store_true", help="rows and totals as JSON")
     ap.add_argument("--summary", action="store_true", help="per-figure totals only")
 
@@ -69,7 +75,35 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row]]:
         gpus = preset.cpu_processes
     else:
         gpus = args.gpus or max(1, found)
+    if getattr(args, "emulate_world", None) is not None:
+        world = check_world(args.emulate_world)
+        if args.gpus not in (None, 1):
+            raise ArtifactError(
+                f"--emulate-world {world} with --gpus {args.gpus}: emulation runs on one "
+                "device; accepted: --gpus 1 or left out"
+            )
+        return preset, 1, emulated_plan(preset, figures, world, args.gpu_memory_gib)
     return preset, gpus, build(preset, figures, gpus, args.gpu_memory_gib)
+
+
+def emulated_plan(preset: Preset, figures: list[str], world: int, gib: float) -> list[Row]:
+    """The plan of `run --emulate-world W` on one device: the figures that take it priced
+    as rank 0 of `world` (its shard's memory, its step: per-rank compute does not change
+    with W; one rank's traces), the pipeline refused (as the run records it), and the
+    other figures as a one-device run (`all` hands them no --emulate-world)."""
+    takes = [f for f in figures if spec_of(f).options >= EMULATION_OPTIONS]
+    emulating = build(preset, takes, world, gib)  # together: fig10 reuses fig4's row
+    for r in emulating:
+        r.traces_bytes //= world  # rank 0's traces alone
+        if r.parallelism == "pipeline":
+            r.runs, r.time_s, r.records_bytes, r.traces_bytes = False, 0.0, 0, 0
+            r.note = "not run: the pipeline is not emulated"
+        elif r.fits is not None:
+            link = "" if preset.device == "cpu" else "; link time not priced"
+            r.note = "; ".join(x for x in (f"emulated rank 0 of {world}{link}", r.note) if x)
+    others = build(preset, [f for f in figures if f not in takes], 1, gib)
+    rows = sorted(emulating + others, key=lambda r: figures.index(r.figure))  # stable
+    return rows
 
 
 def _table(rows: list[Row]) -> list[str]:

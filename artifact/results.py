@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from artifact.analyze.aggregate import gpus_in, load_summary
+from artifact.core.emulated import NOTE_PREFIX
 from artifact.judge.controls import is_proxy
 from artifact.judge.verdicts import load_verdicts
 from artifact.store import RunStore
@@ -70,23 +71,41 @@ class Results:
         return self.values().get(key, [])
 
     @property
+    def emulated_configs(self) -> list[str]:
+        """Configurations run as rank 0 of W alone (--emulate-world): by their config, or
+        by their summary note where configs.json lacks them."""
+        by_config = {c for c, cfg in self.configs.items() if cfg.get("emulated_world")}
+        notes = self.summary["note"].astype(str)  # NaN reads "nan"
+        by_note = set(self.summary.loc[notes.str.startswith(NOTE_PREFIX), "config_id"])
+        return sorted(by_config | by_note)
+
+    @property
     def judged_rows(self) -> pd.DataFrame:
-        """Rows of the paper's implementations: not those of one beyond the paper (torch
-        FSDP2 beside DeepSpeed ZeRO-3), which the report shows unjudged."""
+        """Rows of the paper's implementations on real ranks: not those of one beyond the
+        paper (torch FSDP2 beside DeepSpeed ZeRO-3), which the report shows unjudged, nor
+        emulated ones (preview_rows)."""
         beyond = {c for c, cfg in self.configs.items() if beyond_paper(cfg)}
-        return self.summary[~self.summary["config_id"].isin(beyond)]
+        return self.summary[~self.summary["config_id"].isin(beyond | set(self.emulated_configs))]
+
+    @property
+    def preview_rows(self) -> pd.DataFrame:
+        """Emulated rows of the paper's implementations: shown beside the paper's numbers
+        as a preview, never in its tally."""
+        beyond = {c for c, cfg in self.configs.items() if beyond_paper(cfg)}
+        rows = self.summary[self.summary["config_id"].isin(self.emulated_configs)]
+        return rows[~rows["config_id"].isin(beyond)]
 
     @property
     def paper_rows(self) -> pd.DataFrame:
         """The rows the paper's items are judged on: the paper's implementations, without
         the one-GPU proxies (judged apart as proxy evidence)."""
         rows = self.judged_rows
-        return rows[~rows["parallelism"].map(is_proxy)]
+        return rows[~rows["parallelism"].map(is_proxy).astype(bool)]  # bool: an empty frame too
 
     @property
     def proxy_configs(self) -> list[str]:
         rows = self.judged_rows
-        return sorted(set(rows.loc[rows["parallelism"].map(is_proxy), "config_id"]))
+        return sorted(set(rows.loc[rows["parallelism"].map(is_proxy).astype(bool), "config_id"]))
 
 
 def _json(path: Path) -> dict:

@@ -47,7 +47,12 @@ def run_all(args: list[str], say: Callable[[str], None] = print) -> int:
         return subprocess.run([sys.executable, "-m", "artifact", *argv], env=env).returncode
 
     # the plan first: what fits, how long it takes, how much disk (artifact.plan)
-    at = [x for k in ("--preset", "--gpus") if k in args for x in (k, _value(args, k))]
+    at = [
+        x
+        for k in ("--preset", "--gpus", "--emulate-world")
+        if k in args
+        for x in (k, _value(args, k))
+    ]
     if artifact("plan", "--summary", *at) not in (0, 2):  # 2: a plan it cannot draw
         return 1
     runs = own_records()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from artifact.core.config import MODELS, PARALLELISMS, check_precision, get_model
+from artifact.core.emulated import check_link, check_world
 from artifact.core.errors import ArtifactError, bad_choice, check_positive
 from artifact.estimate.memory import RECOMPUTE_CHOICES
 from artifact.workloads import FSDP_IMPLS
@@ -38,6 +39,9 @@ class RunOptions:
     # (the paper's), left out so plans from before the flag resume
     fsdp_impl: str | None = _flag("--fsdp-impl")
     allow_power_cap: bool | None = _flag("--allow-power-cap")
+    # rank 0 of this many ranks alone on one device (artifact.run.emulation)
+    emulate_world: int | None = _flag("--emulate-world")
+    link_gbps: float | None = _flag("--link-gbps")  # emulated link, GB/s one way
 
     def __post_init__(self):
         if self.precision is not None:
@@ -60,6 +64,14 @@ class RunOptions:
                 raise bad_choice("FSDP implementation", impl, FSDP_IMPLS)
         if len(set(self.fsdp_impls)) < len(self.fsdp_impls):
             raise ArtifactError(f"--fsdp-impl {self.fsdp_impl!r} names an implementation twice")
+        if self.emulate_world is not None:
+            check_world(self.emulate_world)
+        if self.link_gbps is not None:
+            check_link(self.link_gbps)
+            if self.emulate_world is None:
+                raise ArtifactError(
+                    "--link-gbps paces emulated traffic; it needs --emulate-world W"
+                )
 
     @property
     def fsdp_impls(self) -> tuple[str, ...]:
@@ -78,6 +90,8 @@ class RunOptions:
         recompute=None,
         fsdp_impl=None,
         allow_power_cap=False,
+        emulate_world=None,
+        link_gbps=None,
     ) -> RunOptions:
         """The options as the CLI's flags give them (MiB, ms, comma lists)."""
         impls = fsdp_impl and ",".join(i.strip() for i in fsdp_impl.split(","))
@@ -91,6 +105,8 @@ class RunOptions:
             recompute=recompute,
             fsdp_impl=None if impls == "deepspeed" else impls,
             allow_power_cap=allow_power_cap or None,
+            emulate_world=None if emulate_world is None else check_world(emulate_world),
+            link_gbps=None if link_gbps is None else check_link(link_gbps),
         )
 
     def given(self) -> tuple[str, ...]:

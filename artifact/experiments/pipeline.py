@@ -7,6 +7,13 @@ from artifact.run.runner import ConfigPoint, RunContext
 from artifact.workloads import megatron_cpu_shim
 from artifact.workloads.pipeline_megatron import ONE_STAGE_NOTE, PipelineSpec, PipelineTrainer
 
+# Recorded "not run" for every pipeline configuration under --emulate-world (status/).
+EMULATION_REFUSED = (
+    "not run under --emulate-world: stage 0 of W alone is not built for Megatron-core yet "
+    "(its parallel state under the fake group is unvalidated and send/recv traffic is not "
+    "emulated), and alone it would show no pipeline bubble; run the pipeline on real ranks"
+)
+
 
 def config_for(ctx: RunContext, model: str, micro_batch: int, precision: str) -> ConfigPoint:
     microbatches = max(1, ctx.preset.global_batch // micro_batch)  # data-parallel size 1
@@ -31,6 +38,7 @@ def config_for(ctx: RunContext, model: str, micro_batch: int, precision: str) ->
         recompute=spec.recompute,
         recompute_why=recompute_why,
         note="; ".join(n for n in notes if n),
+        **({"emulation_refused": EMULATION_REFUSED} if ctx.options.emulate_world else {}),
     )
     return ConfigPoint(config_id, config, spec)
 

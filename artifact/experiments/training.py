@@ -25,11 +25,12 @@ from typing import Any
 
 import torch
 
+from artifact.core import emulated
 from artifact.core.config import ModelConfig, get_model
 from artifact.core.phases import TRAINING_MODES, balanced_order, training_phases
 from artifact.estimate import memory
 from artifact.measure.peak import peak_matmul_tflops
-from artifact.run import capability
+from artifact.run import capability, emulation
 from artifact.run.reuse import reuse
 from artifact.run.runner import (
     BASE_UNITS,
@@ -48,7 +49,14 @@ from artifact.workloads.trainer import Trainer
 log = logging.getLogger(__name__)
 
 CPU_NOTE = "CPU (gloo): a functional check, not a measurement of GPU contention"
-UNITS = {**BASE_UNITS, **POWER_UNITS, "mfu": "ratio", "loss": "nats", "tflops_per_gpu": "TFLOP/s"}
+UNITS = {
+    **BASE_UNITS,
+    **POWER_UNITS,
+    "mfu": "ratio",
+    "loss": "nats",
+    "tflops_per_gpu": "TFLOP/s",
+    "emulated_mib_per_step": "MiB",
+}
 
 
 def phase_order(rep: int, world_size: int = 1) -> tuple[str, ...]:
@@ -72,14 +80,24 @@ def model_of(ctx: RunContext, name: str) -> ModelConfig:
 def config_id(
     ctx: RunContext, model: str, tag: str, precision: str, micro_batch: int, recompute: bool
 ) -> str:
-    """'gpt3-1.3b_fsdp_fp16_mb8_w4' (+ '_rc' with recomputation): the output contract's ids."""
+    """'gpt3-1.3b_fsdp_fp16_mb8_w4' (+ '_rc' with recomputation, + '_e4' as rank 0 of 4
+    under --emulate-world 4): the output contract's ids."""
     rc = "_rc" if recompute else ""
-    return f"{model}_{tag}_{precision}_mb{micro_batch}_w{ctx.world_size}{rc}"
+    e = emulated.config_suffix(ctx.options.emulate_world)
+    return f"{model}_{tag}_{precision}_mb{micro_batch}_w{ctx.world_size}{rc}{e}"
 
 
 def base_config(
     ctx: RunContext, model: str, parallelism: str, precision: str, **extra: Any
 ) -> dict[str, Any]:
+    """The settings every record of a configuration carries. Emulated ones (rank 0 of W
+    alone) say so: `emulated_world`, and a note that starts with "emulated:"."""
+    world = ctx.options.emulate_world
+    notes = (
+        emulated.note(world) if world else "",
+        extra.pop("note", ""),
+        "" if ctx.device.type == "cuda" else CPU_NOTE,
+    )
     return {
         "gpu": ctx.provenance.get("gpu_model") or "cpu",
         "model": model,
@@ -88,9 +106,8 @@ def base_config(
         "seq_len": model_of(ctx, model).seq_len,
         "world_size": ctx.world_size,
         **extra,
-        "note": "; ".join(
-            n for n in (extra.get("note", ""), "" if ctx.device.type == "cuda" else CPU_NOTE) if n
-        ),
+        **({"emulated_world": world} if world else {}),
+        "note": "; ".join(n for n in notes if n),
     }
 
 
@@ -139,6 +156,7 @@ def run_configs(
             continue
         config_id, config, spec = point
         reason, needed = cannot_run(ctx, spec)
+        reason = config.get("emulation_refused") or reason
         if reason:
             _not_run(ctx, config_id, reason)
             continue
@@ -190,14 +208,24 @@ def _measure(
         phases = training_phases(ctx.world_size)
         losses: dict[str, list] = {p: [] for p in phases}  # this repetition's, by phase
 
+        moved: dict[str, list] = {p: [] for p in phases}  # emulated MiB a step, by phase
+
         def step_of(phase):
-            return lambda: losses[phase].append(trainer.step(phase))
+            def step():
+                before = emulation.moved_bytes()
+                losses[phase].append(trainer.step(phase))
+                moved[phase].append((emulation.moved_bytes() - before) / 2**20)
+
+            return step
 
         def loss_of(phase):
             # only ranks that compute the loss have one (a pipeline's last stage); the
             # phase's last losses (its profiled steps come last)
             n = config["iters_per_rep"]
-            return {"loss": [float(x) for x in losses[phase][-n:] if x is not None]}
+            out = {"loss": [float(x) for x in losses[phase][-n:] if x is not None]}
+            if ctx.options.emulate_world:  # what rank 0's emulated traffic moved a step
+                out["emulated_mib_per_step"] = moved[phase][-n:]
+            return out
 
         def with_mfu(phase, m):
             tflops = flops / (m["e2e_ms"] * 1e-3) / ctx.world_size / 1e12
@@ -205,7 +233,7 @@ def _measure(
 
         for rep in todo:
             stop_requested(ctx)
-            for kept in losses.values():
+            for kept in (*losses.values(), *moved.values()):
                 kept.clear()
             results = measure_repetition(
                 ctx,

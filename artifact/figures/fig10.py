@@ -6,6 +6,7 @@ size into the same folder (the main precision), fig10 copies those records
 (FigureSpec.reuses).
 """
 
+from artifact.core.emulated import EMULATION_OPTIONS
 from artifact.figures import derived
 from artifact.figures.spec import TRAINING_OPTIONS, FigureSpec, Panel, Series
 
@@ -15,7 +16,7 @@ SPEC = FigureSpec(
     experiment="precision_sweep",
     params={"precisions": ("fp32", "fp16", "bf16")},
     reuses="fig4",  # its row in the main precision is fig4's FSDP row of that size
-    options=TRAINING_OPTIONS,
+    options=TRAINING_OPTIONS | EMULATION_OPTIONS,
     derived=derived.TRAINING,
     panels=(
         derived.SLOWDOWN_PANEL,

@@ -6,6 +6,7 @@ each in the overlap, sequential and nocomm modes (artifact/experiments/fig4.py).
 Fig. 5's end-to-end times come from the same records.
 """
 
+from artifact.core.emulated import EMULATION_OPTIONS
 from artifact.figures import derived
 from artifact.figures.spec import TRAINING_OPTIONS, FigureSpec
 
@@ -13,7 +14,7 @@ SPEC = FigureSpec(
     name="fig4",
     title="Fig. 4: compute slowdown under overlap",
     experiment="fig4",
-    options=TRAINING_OPTIONS | {"parallelisms"},
+    options=TRAINING_OPTIONS | EMULATION_OPTIONS | {"parallelisms"},
     derived=derived.TRAINING,
     panels=(derived.SLOWDOWN_PANEL,),
     expected="fig4.yaml",

@@ -3,6 +3,7 @@
 Drawn from Fig. 4's records: the same runs, measured once. The ideal is Eq. 4, derived.
 """
 
+from artifact.core.emulated import EMULATION_OPTIONS
 from artifact.figures.spec import TRAINING_OPTIONS, FigureSpec, Panel, Series
 
 SPEC = FigureSpec(
@@ -10,7 +11,7 @@ SPEC = FigureSpec(
     title="Fig. 5: iteration time, overlapped vs sequential vs ideal",
     experiment=None,
     records_of="fig4",
-    options=TRAINING_OPTIONS | {"parallelisms"},
+    options=TRAINING_OPTIONS | EMULATION_OPTIONS | {"parallelisms"},
     panels=(
         Panel(
             (

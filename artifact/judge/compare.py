@@ -68,6 +68,9 @@ NO_COMMUNICATION_REASON = (
     "so there is no overlap to judge"
 )
 PROXY_NOTE = "the one-GPU proxies' numbers are under proxy evidence"
+PREVIEW_NOTE = "emulated rows (--emulate-world) are shown as a preview, never counted"
+# what an emulated number cannot show (the report's fidelity paragraph says more)
+EMULATED_LIMITS = "no real NVLink or NCCL protocol, no peers' load, no pipeline bubble"
 
 
 # --- selecting rows ---------------------------------------------------------------------
@@ -419,8 +422,37 @@ def _judge_rows(item, rows: pd.DataFrame, run: Results, checks: list[dict], exp)
 
 def judge_item(item, run: Results, checks: list[dict] | None = None) -> list[dict]:
     """One expected item's verdict row, then one row per proxy configuration it has rows
-    of (proxy evidence)."""
+    of (proxy evidence), then one per emulated configuration (the preview)."""
     checks = checks or []
+    paper = _paper_verdicts(item, run, checks)
+    previews = _preview_verdicts(item, run, checks)
+    if previews and paper[0]["verdict"] == "not run":
+        paper[0]["reason"] = as_sentence(f"{paper[0]['reason'].rstrip('.')}; {PREVIEW_NOTE}")
+    return paper + previews
+
+
+def _preview_verdicts(item, run: Results, checks: list[dict]) -> list[dict]:
+    """The item judged on each emulated configuration's rows alone (GPU runs only: a CPU
+    run judges nothing), labelled a preview and never counted."""
+    if not run.gpus or run.preview_rows.empty or _unjudgeable(item, run):
+        return []
+    is_number = item["section"] == "numbers"
+    exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
+    selected = select(run.preview_rows, item["rows"], _metric_of(item))
+    out = []
+    for config_id in sorted(set(selected["config_id"])):
+        rows = selected[selected["config_id"] == config_id]
+        v = _judge_rows(item, rows, run, checks, exp)
+        note = run.configs.get(config_id, {}).get("note", "") or EMULATED_LIMITS
+        v["reason"] = as_sentence(
+            f"{v['reason'].rstrip('.')}. Emulated preview, not counted: {note}"
+        )
+        out.append(v | {"item_type": "preview", "config_id": config_id})
+    return out
+
+
+def _paper_verdicts(item, run: Results, checks: list[dict]) -> list[dict]:
+    """The item's verdict on the paper's rows, then its proxy evidence."""
     is_number = item["section"] == "numbers"
     exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
     figures = _as_list(item["rows"].get("figure", item["file_figure"]))
@@ -466,6 +498,11 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     items = load_expected(expected_dir)
     run = Results.load(out)
     control_rows = controls.verdict_rows(run.judged_rows, run.configs)
+    # the emulated configurations' controls: a preview too, judged by the same rule
+    preview_controls = [
+        c | {"item_type": "preview"} for c in controls.verdict_rows(run.preview_rows, run.configs)
+    ]
+    control_rows += preview_controls
     if not run.gpus:  # a CPU run checks the code path; its numbers judge nothing
         control_rows = [
             c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in control_rows

@@ -16,9 +16,12 @@ VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not applicable", "n
 CHECK_VERDICTS = ("holds", "fails", "inconclusive", "not applicable", "not run")
 # item_type: the paper's numbers and claims (expected/*.yaml); the artifact's checks (V1,
 # V2); the negative controls (artifact/judge/controls.py), judged as checks; and proxy evidence,
-# the paper's items judged on one-GPU proxies, shown apart and never in the paper's tally
-KINDS = ("number", "claim", "check", "control", "proxy")
+# the paper's items judged on one-GPU proxies, shown apart and never in the paper's tally;
+# and the emulated preview (--emulate-world: rank 0 of W alone), items and controls
+# judged on emulated rows, shown beside the paper's and never in its tally either
+KINDS = ("number", "claim", "check", "control", "proxy", "preview")
 PAPER_KINDS = ("number", "claim")
+PREVIEW_VERDICTS = tuple(dict.fromkeys(VERDICTS + CHECK_VERDICTS))
 # Fewer repetitions than this and a number or a check is not judged either way
 # (docs/measurement.md, "Statistics"): at n = 3 even an honest interval is too wide to
 # tell much, and the bootstrap intervals this replaced covered the truth only 73 % of the time.
@@ -74,6 +77,7 @@ def tally(verdicts: pd.DataFrame) -> str:
         ("control", "negative controls", CHECK_VERDICTS),
         ("check", "checks (V1, V2)", CHECK_VERDICTS),
         ("proxy", "proxy evidence (not counted)", VERDICTS),
+        ("preview", "emulated preview (not counted)", PREVIEW_VERDICTS),
     ):
         counts = of_type(verdicts, item_type)["verdict"].value_counts()
         if not counts.empty:

@@ -30,6 +30,9 @@ import torch
 CATEGORIES = ("compute", "communication", "memory", "delay")
 ITER_PREFIX = "artifact.iter#"
 DELAY_MARK = "artifact.delay"  # the host range around a CPU delay (artifact.workloads.microbench)
+# the host range around one collective's emulated traffic (--emulate-world,
+# artifact.run.emulation): the copies and the pacing kernel it launches are communication
+EMULATED_MARK = "artifact.emulated_comm"
 
 # ncclDevKernel_* / ncclKernel_* (RCCL's too), and NCCL's one-rank reduction kernel, which
 # a one-GPU all-reduce with op AVG runs (a mangled name from NCCL's onerank.cu).
@@ -100,6 +103,19 @@ def _iteration_ranges(events: list[dict]) -> tuple[np.ndarray, np.ndarray, np.nd
     return starts, ends, ids.astype(int)
 
 
+def _marked(events: list[dict], name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The host ranges named `name`, as _assign takes them (every id 0)."""
+    spans = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "user_annotation" and e.get("name") == name
+    )
+    if not spans:
+        return np.array([]), np.array([]), np.array([], dtype=int)
+    starts, ends = (np.array(x, dtype=float) for x in zip(*spans, strict=True))
+    return starts, ends, np.zeros(len(starts), dtype=int)
+
+
 def _assign(ts: np.ndarray, ranges: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
     starts, ends, ids = ranges
     if len(starts) == 0:
@@ -118,30 +134,29 @@ def kernel_table(trace: dict[str, Any]) -> pd.DataFrame:
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
     ranges = _iteration_ranges(events)
     gpu = [e for e in events if e.get("cat") in GPU_CATEGORIES]
+    emulated = _marked(events, EMULATED_MARK)
     if gpu:
         launch_ts = {
             e["args"]["correlation"]: e["ts"]
             for e in events
             if e.get("cat") in LAUNCH_CATEGORIES and "correlation" in e.get("args", {})
         }
-        rows = [
-            (
-                e["name"],
-                e.get("args", {}).get("stream", e.get("tid")),
-                float(e["ts"]),
-                float(e["dur"]),
-                classify_gpu(e["name"], e["cat"]),
-                launch_ts.get(e.get("args", {}).get("correlation"), e["ts"]),
-            )
-            for e in gpu
-        ]
+        rows = []
+        for e in gpu:
+            host_ts = launch_ts.get(e.get("args", {}).get("correlation"), e["ts"])
+            in_emulated = len(emulated[0]) and _assign(np.array([host_ts]), emulated)[0] >= 0
+            cat = "communication" if in_emulated else classify_gpu(e["name"], e["cat"])
+            stream = e.get("args", {}).get("stream", e.get("tid"))
+            rows.append((e["name"], stream, float(e["ts"]), float(e["dur"]), cat, host_ts))
     else:
         rows = []
         for e in events:
             name = str(e.get("name", ""))
             if e.get("cat") == "cpu_op" and name in CPU_COMPUTE_OPS:
                 cat = "compute"
-            elif e.get("cat") == "user_annotation" and CPU_COMM.match(name):
+            elif e.get("cat") == "user_annotation" and (
+                CPU_COMM.match(name) or name == EMULATED_MARK
+            ):
                 cat = "communication"
             elif e.get("cat") == "user_annotation" and name == DELAY_MARK:
                 cat = "delay"

@@ -18,7 +18,7 @@ import pandas as pd
 from artifact.analyze.aggregate import gpus_in
 from artifact.figures import all_figures, paper_figures, spec_of
 from artifact.judge.verdicts import as_sentence, paper_items, tally
-from artifact.report import appendix, instrument, plots, validations
+from artifact.report import appendix, emulated, instrument, plots, validations
 from artifact.report.document import Doc, to_html, to_latex, to_markdown
 from artifact.report.facts import (
     TITLE,
@@ -208,6 +208,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     instrument.controls_section(doc, run.verdicts)
     verdicts_section(doc, run)
     instrument.proxy_section(doc, run.verdicts)
+    emulated.preview_section(doc, run)
     appendix.abstract(doc, run)
     appendix.checklist(doc, run)
     appendix.description(doc, run)

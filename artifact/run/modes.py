@@ -101,7 +101,7 @@ def issue(mode: Mode, launch: Callable[[], object], device: torch.device, stream
 # wrappers are installed once, before the framework starts, and consult the mode set
 # by `collectives_in` at call time; outside such a block they pass everything through.
 
-_state: dict = {"mode": None, "device": None, "zero_bytes": False}
+_state: dict = {"mode": None, "device": None, "zero_bytes": False, "emulated": False}
 # torch 2.13 names the single-tensor collectives all_gather_single / reduce_scatter_single
 # (the older names are deprecated aliases); FSDP2 calls the new names through
 # `torch.distributed`, DeepSpeed the old ones, so both are wrapped.
@@ -152,11 +152,42 @@ def _zero_byte_call(name: str, original: Callable, bound: inspect.BoundArguments
     return lambda: original(**empty)
 
 
+def _emulated(name: str, bound: inspect.BoundArguments):
+    """A collective under `--emulate-world` (artifact.run.emulation): rank 0's bytes as
+    local copies, run as the mode prescribes; the zero-byte control moves none."""
+    from artifact.run import emulation
+
+    mode, device = _state["mode"], _state["device"]
+    wants_handle = bound.arguments.get("async_op", False)
+    if mode is None or mode is Mode.NOCOMM or _state["zero_bytes"]:
+        # outside a measured step (set-up), nocomm and the controls: outputs filled, no bytes
+        _nocomm_stand_in(name, bound.arguments)
+        if mode is Mode.SEQUENTIAL:  # the control keeps the stream ordering, on no bytes
+            in_stream_order(lambda: None, device, emulation.comm_stream(device))
+        return DONE if wants_handle else None
+
+    def launch():
+        return emulation.traffic(name, bound.arguments, device, _GATHERS, _SCATTERS)
+
+    if mode is Mode.OVERLAP:
+        work = launch() or DONE
+        if wants_handle:
+            return work
+        work.wait()
+        return None
+    in_stream_order(launch, device, emulation.comm_stream(device))  # SEQUENTIAL
+    return DONE if wants_handle else None
+
+
 def _wrap(name: str, original: Callable):
     signature = inspect.signature(original)
 
     def collective(*args, **kwargs):
         mode, device = _state["mode"], _state["device"]
+        if _state["emulated"]:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return _emulated(name, bound)
         if mode is None or (mode is Mode.OVERLAP and not _state["zero_bytes"]):
             return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
@@ -240,8 +271,13 @@ def _wrap_batch_p2p(original: Callable):
 
 
 def install_collective_modes() -> None:
-    """Wrap torch.distributed's collectives (idempotent); call before the framework starts."""
+    """Wrap torch.distributed's collectives (idempotent); call before the framework starts.
+    Under `--emulate-world` every call, in every mode, goes to the emulated traffic."""
     import torch.distributed as dist
+
+    from artifact.run import emulation
+
+    _state["emulated"] = emulation.world() is not None
 
     for name in (*_GATHERS, *_SCATTERS, *_IN_PLACE, *_LISTS):
         fn = getattr(dist, name, None)

@@ -42,7 +42,7 @@ from artifact.core.options import RunOptions
 from artifact.core.phases import balanced_order
 from artifact.measure import kernels, power
 from artifact.measure.timing import gc_paused, synchronize, timed
-from artifact.run import procs
+from artifact.run import emulation, procs
 from artifact.run.modes import OVERLAP_REPEAT
 from artifact.store import RunStore, atomic_write_text
 
@@ -113,13 +113,13 @@ class RunContext:
         atomic_write_text(self.store.root / "logs" / f"{self.figure}.progress", beacon)
 
     def barrier(self) -> None:
-        if dist.is_initialized() and self.world_size > 1:
+        if emulation.has_peers():
             dist.barrier()
         synchronize(self.device)
 
 
 def broadcast(obj: Any) -> Any:
-    if not (dist.is_initialized() and dist.get_world_size() > 1):
+    if not emulation.has_peers():  # alone, or rank 0 of an emulated world
         return obj
     box = [obj]
     dist.broadcast_object_list(box, src=0)
@@ -127,8 +127,8 @@ def broadcast(obj: Any) -> Any:
 
 
 def gather(obj: Any) -> list[Any]:
-    """Every rank's `obj`, on every rank."""
-    if not (dist.is_initialized() and dist.get_world_size() > 1):
+    """Every rank's `obj`, on every rank (rank 0's alone under emulation: no peers)."""
+    if not emulation.has_peers():
         return [obj]
     out: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(out, obj)

@@ -27,6 +27,7 @@ from artifact.core.options import RunOptions
 from artifact.figures import spec_of
 from artifact.measure import device as device_layer
 from artifact.measure import power
+from artifact.run import emulation
 from artifact.run.runner import RunContext, StopRequested
 from artifact.store import RunStore
 
@@ -56,8 +57,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _join(kind: str) -> tuple[int, int, int, torch.device, str]:
-    """Join the process group: (rank, world size, local rank, device, backend)."""
+def _join(kind: str, options: RunOptions) -> tuple[int, int, int, torch.device, str]:
+    """Join the process group: (rank, world size, local rank, device, backend). With
+    --emulate-world W this lone process joins the fake group as rank 0 of W."""
     rank = int(os.environ.get("RANK", 0))
     world = int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
@@ -66,6 +68,11 @@ def _join(kind: str) -> tuple[int, int, int, torch.device, str]:
         format=f"[rank {rank}] %(levelname)s %(name)s: %(message)s",
     )
     device = _device(kind, local_rank)
+    if emulate := options.emulate_world:
+        if world != 1:  # the CLI refuses this; a hand-made torchrun command may not
+            raise RuntimeError(f"--emulate-world {emulate} runs one process, not {world}")
+        emulation.join(emulate, device, options.link_gbps)
+        return 0, emulate, local_rank, device, "fake"
     backend = "gloo" if device.type == "cpu" else "nccl"  # RCCL answers to "nccl" on ROCm
     # collectives time out with the launcher's hang watchdog, not NCCL's 10 min default
     timeout = datetime.timedelta(seconds=float(os.environ.get("ARTIFACT_HANG_S", 600)))
@@ -89,12 +96,15 @@ def _context(args: argparse.Namespace, local_rank: int, device, backend: str) ->
         "figure": args.figure,
         "world_size": world,
         "backend": backend,
-        "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", 1)) if world > 1 else 1,
+        "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", 1)) if emulation.has_peers() else 1,
         "power_backend": telemetry.name,
         # set by the CLI's --allow-shared-device when other jobs used the GPU
         "other_gpu_processes": os.environ.get(procs.SHARED_PROCESSES_ENV, ""),
     }
     options = RunOptions.from_json(json.loads(args.options))
+    if options.emulate_world:
+        provenance["emulated_world"] = options.emulate_world
+        provenance["emulated_link_gbps"] = emulation.link_gbps()
     return RunContext(
         figure=args.figure,
         preset=preset,
@@ -127,7 +137,8 @@ def _run(ctx: RunContext) -> None:
                 f"interrupted by Ctrl-C between repetitions (log: logs/{figure}.log)",
                 interrupted=True,
             )
-        dist.barrier()
+        if emulation.has_peers():
+            dist.barrier()
         logging.shutdown()
         os._exit(0)  # a clean stop; the status and the CLI say it was interrupted
     except BaseException as e:
@@ -166,7 +177,8 @@ def main(argv: list[str] | None = None) -> None:
     # DeepSpeed calls torch.distributed functions that torch 2.13 marks deprecated; the
     # warning repeats on every call and buries the run's own log.
     warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated")
-    rank, _, local_rank, device, backend = _join(args.device)
+    options = RunOptions.from_json(json.loads(args.options))
+    rank, _, local_rank, device, backend = _join(args.device, options)
     try:
         if rank == 0:
             RunStore(args.out).write_status(
@@ -177,9 +189,12 @@ def main(argv: list[str] | None = None) -> None:
             )
         ctx = _context(args, local_rank, device, backend)
         _run(ctx)
-        dist.barrier()  # every rank's work, and rank 0's records, are done
+        if emulation.has_peers():
+            dist.barrier()  # every rank's work, and rank 0's records, are done
         if rank == 0:
-            _finish_status(ctx.store, args.figure, ctx.reps, ctx.world_size)
+            # processes started: one under emulation (the CLI's resume check counts them)
+            processes = ctx.world_size if emulation.has_peers() else 1
+            _finish_status(ctx.store, args.figure, ctx.reps, processes)
     except BaseException:
         dist.destroy_process_group()
         raise

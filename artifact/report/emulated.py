@@ -1,0 +1,116 @@
+"""The report's "Emulated W-GPU preview (one GPU)" section (`run --emulate-world W`), and
+the emulated-beside-real table for when a multi-GPU run of the same configurations exists.
+
+Emulated rows are never in the paper's tally (artifact.judge.compare: item_type
+"preview"); here they are shown beside the paper's numbers, with what they cannot mean.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+
+from artifact.judge.verdicts import of_type
+from artifact.report.appendix import measured_text
+from artifact.report.document import Doc
+from artifact.results import Results
+
+FIDELITY = (
+    "Each row here is rank 0 of a W-rank job run alone on one GPU under torch's fake process "
+    "group: its model shard, optimizer state, micro-batches, schedule and memory are those of "
+    "rank 0 at W, and every collective the modes route moves the bytes rank 0 would move in "
+    "a ring at W ((W-1)/W of the buffer for all-gather and reduce-scatter, 2(W-1)/W for "
+    "all-reduce) as device-side copies on a communication stream, paced to the link's "
+    "bandwidth. What it cannot show: the real NVLink and NCCL protocol (NCCL's kernels run on "
+    "a few SMs for the link's time; a copy kernel uses many SMs for a shorter time, then a "
+    "one-thread pacing kernel holds the stream), the peers' load on the link and on the "
+    "memory system, stragglers among ranks, and a pipeline's bubble (pipelines are not "
+    "emulated). So these slowdowns preview the contention one GPU's own traffic causes; "
+    "they are not the paper's multi-GPU numbers and never count as reproducing them. In "
+    "short: no real NVLink or NCCL protocol, no peers' load, no pipeline bubble."
+)
+_SUFFIX = re.compile(r"_e(\d+)$")
+
+
+def _ci(row) -> str:
+    if row is None or pd.isna(row["mean"]):
+        return "-"
+    if pd.isna(row["ci_low"]) or math.isnan(float(row["ci_low"])):
+        return f"{100 * row['mean']:+.1f} %"
+    return f"{100 * row['mean']:+.1f} % [{100 * row['ci_low']:+.1f}, {100 * row['ci_high']:+.1f}]"
+
+
+def _derived(summary: pd.DataFrame, config_id: str, metric: str):
+    rows = summary[
+        (summary["config_id"] == config_id)
+        & (summary["mode"] == "derived")
+        & (summary["metric"] == metric)
+    ]
+    return None if rows.empty else rows.iloc[0]
+
+
+def _measured(summary: pd.DataFrame, config_id: str, mode: str, metric: str) -> str:
+    rows = summary[
+        (summary["config_id"] == config_id)
+        & (summary["mode"] == mode)
+        & (summary["metric"] == metric)
+    ]
+    return "-" if rows.empty else f"{rows.iloc[0]['mean']:.4g}"
+
+
+def side_by_side(summary: pd.DataFrame, metrics=("slowdown", "sequential_penalty")) -> list[list]:
+    """Each emulated configuration beside the real one it stands in for (the same id
+    without `_e{W}`, run on W real ranks), where both are in the folder: the check of
+    emulation once a multi-GPU run exists."""
+    out = []
+    for config_id in sorted(set(summary["config_id"])):
+        m = _SUFFIX.search(str(config_id))
+        real_id = config_id[: m.start()] if m else None
+        if not real_id or real_id not in set(summary["config_id"]):
+            continue
+        for metric in metrics:
+            emulated, real = (_derived(summary, c, metric) for c in (config_id, real_id))
+            if emulated is None and real is None:
+                continue
+            out.append([real_id, m.group(1), metric, _ci(real), _ci(emulated)])
+    return out
+
+
+def preview_section(doc: Doc, run: Results) -> None:
+    """The section, where the folder has emulated rows."""
+    emulated = run.emulated_configs
+    if not emulated:
+        return
+    doc.h(2, "Emulated W-GPU preview (one GPU)")
+    doc.p(FIDELITY)
+    s = run.summary
+    doc.table(
+        ["configuration", "W", "Eq. 1 slowdown", "zero-byte control", "MiB a step (overlap)",
+         "peak GiB (overlap)"],
+        [
+            [c, str(run.configs.get(c, {}).get("emulated_world", _SUFFIX.search(c).group(1)
+                                                 if _SUFFIX.search(c) else "?")),
+             _ci(_derived(s, c, "slowdown")), _ci(_derived(s, c, "control_slowdown")),
+             _measured(s, c, "overlap", "emulated_mib_per_step"),
+             _measured(s, c, "overlap", "peak_memory_gib")]
+            for c in emulated
+        ],
+    )  # fmt: skip
+    previews = of_type(run.verdicts, "preview")
+    items = previews[~previews["item"].str.startswith("control_")]
+    if not items.empty:
+        doc.p("The paper's numbers beside the preview (not counted in the tally):")
+        doc.table(
+            ["figure", "statement", "paper", "configuration", "preview: mean [95% CI]", "verdict"],
+            [
+                [r.figure, r.statement, f"{r.expected} ± {r.tolerance}" if r.expected else "-",
+                 r.config_id, measured_text(r), r.verdict]
+                for r in items.itertuples()
+            ],
+        )  # fmt: skip
+    pairs = side_by_side(s)
+    if pairs:
+        doc.p("Emulated beside real (the same configuration on W real ranks):")
+        doc.table(["configuration", "W", "metric", "real", "emulated"], pairs)

@@ -1,0 +1,234 @@
+"""`--emulate-world W`: rank 0 of a W-rank job, alone on one device (issue 31).
+
+The process joins torch's fake process group at world size W
+(`init_process_group("fake", store=FakeStore(), rank=0, world_size=W)`), so DeepSpeed
+ZeRO-3 and FSDP2 shard the model, the gradients and the optimizer state exactly as
+rank 0 of a W-rank job does, and run rank 0's micro-batches and schedule. The fake
+group moves nothing; the collectives the modes route (artifact.run.modes) come here
+instead, and each moves the bytes rank 0 would move in a ring at W:
+
+- all-gather and reduce-scatter: (W-1)/W of the full (gathered) buffer;
+- all-reduce: 2(W-1)/W of the buffer (a reduce-scatter, then an all-gather);
+- broadcast and reduce: the buffer once.
+
+The bytes are device-side copies on a communication stream of their own, which also
+fill the outputs with finite data (rank 0's own values in every peer's slot, as
+`nocomm`'s stand-in does), so an fp16 loss scale sees no overflow. On a GPU each
+collective is paced to the link's bandwidth (emulated.LINK_GBS, or `--link-gbps`); on a CPU
+the copies run plainly, in the calling thread. The flag's checks, link defaults and
+labels live in artifact.core.emulated (no torch there: the CLI checks before torch loads). Every byte is counted in `TRAFFIC`
+(the seam tests/test_emulation.py reads).
+
+What emulation cannot show: NVLink's and NCCL's own protocol (NCCL's kernels use a few
+SMs; a copy kernel uses many, for a shorter time), the peers' load on the link and on
+the memory system, and a pipeline's bubble (stage 0 never waits for a real stage 1).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+
+from artifact.core import emulated
+from artifact.core.errors import ArtifactError
+from artifact.measure.kernels import EMULATED_MARK
+
+_world: list[int | None] = [None]  # the emulated world size once joined, else None
+_link: list[float | None] = [None]  # bytes per second on a GPU; None: not paced (CPU)
+# bytes rank 0 moved, by collective kind: the seam that tests count through
+TRAFFIC: Counter[str] = Counter()
+
+
+def join(world: int, device: torch.device, link_given: float | None = None) -> None:
+    """Join the fake process group as rank 0 of `world` (instead of a real group); on a
+    GPU, copies are paced to `link_given` GB/s or the GPU model's default link."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    gbs = None
+    if device.type == "cuda":  # refused before the group exists when the GPU is unknown
+        gbs = emulated.link_gbs(torch.cuda.get_device_name(device), link_given)
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+    _world[0] = world
+    _link[0] = gbs * 1e9 if gbs else None
+
+
+def moved_bytes() -> int:
+    """Every byte the emulated traffic has moved in this process (0 in a real run)."""
+    return sum(TRAFFIC.values())
+
+
+def link_gbps() -> float | None:
+    """The link the copies are paced to, GB/s one way (None: not paced, a CPU)."""
+    return _link[0] / 1e9 if _link[0] else None
+
+
+def world() -> int | None:
+    """The emulated world size, or None in a real run."""
+    return _world[0]
+
+
+def has_peers() -> bool:
+    """Whether other ranks exist to agree with (no: a single process, or emulation)."""
+    import torch.distributed as dist
+
+    return dist.is_initialized() and dist.get_world_size() > 1 and _world[0] is None
+
+
+# --- the traffic ---------------------------------------------------------------------
+
+_streams: dict[torch.device, torch.cuda.Stream] = {}
+
+
+def comm_stream(device: torch.device):
+    """The stream the copies run on (one a device, as NCCL's); None on a CPU."""
+    if device.type != "cuda":
+        return None
+    if device not in _streams:
+        _streams[device] = torch.cuda.Stream(device)
+    return _streams[device]
+
+
+class _StreamWork:
+    """A work handle: wait() makes the waiting stream wait for the copies (no host wait)."""
+
+    def __init__(self, event):
+        self.event = event
+
+    def wait(self, timeout=None) -> bool:
+        torch.cuda.current_stream().wait_event(self.event)
+        return True
+
+    def is_completed(self) -> bool:
+        return self.event.query()
+
+
+def _moves(kind: str, nbytes: int) -> None:
+    TRAFFIC[kind] += nbytes
+
+
+def _gather(out: torch.Tensor, inp: torch.Tensor, w: int) -> None:
+    """Own slot a local copy; each peer's slot one received shard (W-1 of W)."""
+    slots = out.view(w, -1)
+    flat = inp.reshape(-1)
+    slots[0].copy_(flat)
+    for k in range(1, w):
+        slots[k].copy_(flat)
+        _moves("all_gather", flat.numel() * flat.element_size())
+
+
+def _scatter(out: torch.Tensor, inp: torch.Tensor, w: int) -> None:
+    """Each peer's chunk received once (W-1 copies of the output's size), then rank 0's own
+    unreduced chunk, which the output keeps (nocomm's values)."""
+    chunks, dst = inp.reshape(w, -1), out.view(-1)
+    for k in range(1, w):
+        dst.copy_(chunks[k])
+        _moves("reduce_scatter", dst.numel() * dst.element_size())
+    dst.copy_(chunks[0])
+
+
+def _all_reduce(t: torch.Tensor, w: int) -> None:
+    """2(W-1) chunks of 1/W each through a scratch chunk; the local values stay."""
+    flat = t.reshape(-1)
+    n = -(-flat.numel() // w)  # ceil: the ring's chunk
+    scratch = flat.new_empty(n)
+    for k in range(2 * (w - 1)):
+        piece = flat[(k % w) * n : (k % w + 1) * n]
+        scratch[: piece.numel()].copy_(piece)
+        _moves("all_reduce", piece.numel() * piece.element_size())
+
+
+def _once(kind: str, t: torch.Tensor) -> None:
+    scratch = torch.empty_like(t)
+    scratch.copy_(t)
+    _moves(kind, t.numel() * t.element_size())
+
+
+def _copies(name: str, a: dict, w: int, gathers, scatters) -> list[torch.Tensor]:
+    """Run the copies for collective `name` (its arguments by name); the tensors touched."""
+    if name in gathers:
+        _gather(a["output_tensor"], a["input_tensor"], w)
+        return [a["output_tensor"], a["input_tensor"]]
+    if name in scatters:
+        _scatter(a["output"], a["input"], w)
+        return [a["output"], a["input"]]
+    if name == "all_reduce":
+        _all_reduce(a["tensor"], w)
+        return [a["tensor"]]
+    if name in ("broadcast", "reduce"):
+        _once(name, a["tensor"])
+        return [a["tensor"]]
+    if name == "all_gather":  # list form: one tensor a rank
+        outs = a["tensor_list"]
+        outs[0].copy_(a["tensor"])
+        for o in outs[1:]:
+            o.copy_(a["tensor"])
+            _moves("all_gather", o.numel() * o.element_size())
+        return [*outs, a["tensor"]]
+    if name == "reduce_scatter":
+        for chunk in a["input_list"][1:]:
+            a["output"].copy_(chunk)
+            _moves("reduce_scatter", chunk.numel() * chunk.element_size())
+        a["output"].copy_(a["input_list"][0])
+        return [a["output"], *a["input_list"]]
+    raise ArtifactError(f"emulation has no traffic for collective {name!r}")
+
+
+class _Pacer:
+    """Stretches a stream's copies to the link's time with a spinning one-thread kernel
+    (torch.cuda._sleep), calibrated once: the copies themselves run at the memory's
+    speed, so the pad is the link's time for the bytes minus the copies' own."""
+
+    def __init__(self, device: torch.device):
+        self.cycles_per_s = self._rate(lambda: torch.cuda._sleep(1 << 20), 1 << 20, device)
+        buf = torch.empty(1 << 27, dtype=torch.uint8, device=device)
+        dst = torch.empty_like(buf)
+        self.copy_bytes_per_s = self._rate(lambda: dst.copy_(buf), buf.numel(), device)
+
+    @staticmethod
+    def _rate(work, amount: float, device) -> float:
+        work()  # warm
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            work()
+        end.record()
+        end.synchronize()
+        return 5 * amount / (start.elapsed_time(end) * 1e-3)
+
+    def pad(self, nbytes: int, link_bytes_per_s: float) -> None:
+        extra_s = nbytes / link_bytes_per_s - nbytes / self.copy_bytes_per_s
+        if extra_s > 0:
+            torch.cuda._sleep(int(extra_s * self.cycles_per_s))
+
+
+_pacers: dict[torch.device, _Pacer] = {}
+
+
+def traffic(name: str, a: dict, device: torch.device, gathers, scatters):
+    """Launch rank 0's traffic for one collective; a handle on a GPU, None on a CPU."""
+    import torch.distributed as dist
+
+    with torch.profiler.record_function(EMULATED_MARK):  # the trace counts it as communication
+        return _traffic(name, a, device, dist.get_world_size(a.get("group")), gathers, scatters)
+
+
+def _traffic(name: str, a: dict, device: torch.device, w: int, gathers, scatters):
+    stream = comm_stream(device)
+    if stream is None:  # CPU: plain copies, now
+        _copies(name, a, w, gathers, scatters)
+        return None
+    if _link[0] and device not in _pacers:
+        _pacers[device] = _Pacer(device)  # once, before any copy is queued
+    stream.wait_stream(torch.cuda.current_stream(device))  # inputs are ready first
+    before = sum(TRAFFIC.values())
+    with torch.cuda.stream(stream):
+        touched = _copies(name, a, w, gathers, scatters)
+        if _link[0]:
+            _pacers[device].pad(sum(TRAFFIC.values()) - before, _link[0])
+        event = torch.cuda.Event()
+        event.record(stream)
+    for t in touched:  # the caching allocator must not hand these out while copies run
+        t.record_stream(stream)
+    return _StreamWork(event)

@@ -1,0 +1,326 @@
+"""--emulate-world W (issue 31): rank 0 of W alone under torch's fake process group."""
+
+import json
+import os
+
+import pandas as pd
+import pytest
+import torch
+import torch.distributed as dist
+
+from artifact.core.emulated import check_link, check_world, link_gbs
+from artifact.core.errors import ArtifactError
+from artifact.judge.compare import compare
+from artifact.judge.verdicts import paper_items, tally
+from artifact.run.modes import Mode, collectives_for, install_collective_modes
+from tests.conftest import spawn_gloo
+from tests.test_compare import EXPECTED, _folder, _row
+
+# --- the flag ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["1", "0", "-4", "x", "2.5", "4.0", ""])
+def test_bad_worlds_name_the_value_and_what_is_accepted(bad):
+    with pytest.raises(ArtifactError) as e:
+        check_world(bad)
+    assert repr(bad) in str(e.value) and "2 or more" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_good_worlds_and_links():
+    assert check_world("4") == 4 and check_world(8) == 8
+    assert check_link("450") == 450.0
+    with pytest.raises(ArtifactError, match="positive"):
+        check_link("0")
+    assert link_gbs("NVIDIA H200", None) == 450.0
+    assert link_gbs("NVIDIA H200", 100.0) == 100.0  # --link-gbps wins
+    with pytest.raises(ArtifactError, match="--link-gbps"):
+        link_gbs("Some GPU", None)
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--emulate-world", "1"], "--emulate-world '1'"),
+        (["--emulate-world", "4", "--nproc", "2"], "--nproc 2"),
+        (["--link-gbps", "100"], "--link-gbps"),
+    ],
+)
+def test_the_cli_refuses_bad_emulation_in_one_line(cli, tmp_path, flags, named):
+    r = cli("run", "fig4", "--preset", "tiny", "--out", str(tmp_path / "o"), *flags)
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and named in r.stderr
+    assert not (tmp_path / "o").exists()  # refused before anything is written
+
+
+# --- traffic: the same bytes as real collectives at W = 2 ---------------------------------
+
+SHARD = 5  # elements of rank 0's shard (the gathered buffer is W * SHARD)
+
+
+def _real(rank: int, port: int, results):
+    """Two gloo ranks: what rank 0 receives from its peer, counted in its outputs (the
+    seam: elements that hold data rank 0 did not have)."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    shard = torch.full((SHARD,), float(rank + 1))
+    gathered = torch.zeros(2 * SHARD)
+    dist.all_gather_into_tensor(gathered, shard)
+    full = torch.arange(1.0, 2 * SHARD + 1) * (rank + 1)  # no zeros: every sum changes
+    scattered = torch.zeros(SHARD)
+    dist.reduce_scatter_tensor(scattered, full)
+    if rank == 0:
+        size = shard.element_size()
+        results["all_gather"] = int((gathered == 2.0).sum()) * size  # the peer's values
+        own = full.view(2, -1)[0]
+        results["reduce_scatter"] = int((scattered != own).sum()) * size  # peer's added
+    dist.destroy_process_group()
+
+
+def _emulated(rank: int, port: int, results):
+    """Rank 0 of 2 alone under the fake group: the bytes its emulated traffic moves, by mode."""
+    from artifact.run import emulation
+
+    emulation.join(2, torch.device("cpu"))
+    install_collective_modes()
+    cpu = torch.device("cpu")
+    for phase in ("overlap", "sequential", "nocomm", "overlap_control", "sequential_control"):
+        emulation.TRAFFIC.clear()
+        gathered, scattered = torch.zeros(2 * SHARD), torch.zeros(SHARD)
+        with collectives_for(phase, cpu):
+            dist.all_gather_into_tensor(gathered, torch.full((SHARD,), 1.0))
+            dist.reduce_scatter_tensor(scattered, torch.arange(1.0, 2 * SHARD + 1))
+        results[phase] = (dict(emulation.TRAFFIC), gathered.tolist(), scattered.tolist())
+    dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def traffic():
+    return spawn_gloo(_real, 29300), spawn_gloo(_emulated, 29400, nprocs=1)
+
+
+@pytest.mark.slow
+def test_emulated_traffic_moves_what_a_real_rank_0_receives(traffic):
+    real, emulated = traffic
+    assert real["all_gather"] == real["reduce_scatter"] == SHARD * 4  # (W-1)/W of 2 shards
+    for phase in ("overlap", "sequential"):
+        moved, gathered, scattered = emulated[phase]
+        assert moved == {"all_gather": real["all_gather"], "reduce_scatter": real["reduce_scatter"]}
+        assert all(map(torch.isfinite, torch.tensor(gathered + scattered)))
+        assert scattered == list(range(1, SHARD + 1))  # rank 0's own unreduced slice, as nocomm
+
+
+@pytest.mark.slow
+def test_nocomm_and_the_zero_byte_controls_move_nothing(traffic):
+    _, emulated = traffic
+    for phase in ("nocomm", "overlap_control", "sequential_control"):
+        moved, gathered, _ = emulated[phase]
+        assert sum(moved.values()) == 0, phase
+        assert gathered == [1.0] * (2 * SHARD)  # outputs filled all the same
+
+
+def test_ring_fractions_at_larger_worlds():
+    """All-reduce moves 2(W-1)/W of its buffer, gathers (W-1)/W: at W = 4, in one
+    process under the fake group (spawned: the group is process-wide)."""
+    results = spawn_gloo(_ring_at_4, 29500, nprocs=1)
+    n, size = 4 * 1024, 4
+    assert results["all_reduce"] == 2 * 3 * n * size // 4
+    assert results["all_gather"] == 3 * n * size // 4
+
+
+def _ring_at_4(rank: int, port: int, results):
+    from artifact.run import emulation
+
+    emulation.join(4, torch.device("cpu"))
+    install_collective_modes()
+    with collectives_for(Mode.OVERLAP.value, torch.device("cpu")):
+        dist.all_reduce(torch.ones(4 * 1024))
+        dist.all_gather_into_tensor(torch.zeros(4 * 1024), torch.ones(1024))
+    results.update(emulation.TRAFFIC)
+    dist.destroy_process_group()
+
+
+# --- compare: emulated rows never enter the paper's tally ---------------------------------
+
+
+def _expected(tmp_path):
+    d = tmp_path / "expected"
+    d.mkdir(exist_ok=True)
+    (d / "figX.yaml").write_text(EXPECTED)
+    return d
+
+
+EMULATED_NOTE = "emulated: rank 0 of 4 ranks alone on one device"
+
+
+def _emulated_row(config, parallelism, mean, lo, hi, **kw):
+    return _row(config, parallelism, mean, lo, hi, **kw) | {"note": EMULATED_NOTE}
+
+
+def test_emulated_rows_never_enter_the_paper_tally(tmp_path):
+    """Rows that would reproduce every number and claim, but emulated: the paper's items
+    stay "not run" and the rows appear as a preview. The control: the same rows
+    unlabelled are judged, and reproduce."""
+    rows = [
+        _emulated_row("small_fsdp_e4", "fsdp", 0.18, 0.16, 0.21),
+        _emulated_row("big_fsdp_e4", "fsdp", 0.30, 0.27, 0.33),
+        _emulated_row("small_pp_e4", "pipeline", 0.05, 0.03, 0.07),
+    ]
+    configs = {
+        "small_fsdp_e4": {"params": 1e9, "emulated_world": 4},
+        "big_fsdp_e4": {"params": 13e9, "emulated_world": 4},
+        "small_pp_e4": {"params": 1e9, "emulated_world": 4},
+    }
+    v = compare(_folder(tmp_path, rows, configs), _expected(tmp_path))
+    paper = paper_items(v).set_index("item")["verdict"]
+    assert "reproduced" not in set(paper), paper
+    assert paper["slowdown_mean"] == "not run"
+    assert "preview" in v.set_index("item").loc["slowdown_mean", "reason"].iloc[0]
+    previews = v[v["item_type"] == "preview"]
+    assert set(previews["config_id"]) == set(configs)
+    assert "reproduced 0" in tally(v).split(";")[0]  # the paper's part of the line
+    assert "emulated preview (not counted)" in tally(v)
+
+    # the control: the same rows unlabelled count
+    other = tmp_path / "control"
+    other.mkdir()
+    plain = [r | {"note": ""} for r in rows]
+    plain_configs = {c: {"params": cfg["params"]} for c, cfg in configs.items()}
+    v = compare(_folder(other, plain, plain_configs), _expected(tmp_path))
+    assert paper_items(v).set_index("item").loc["slowdown_mean", "verdict"] == "reproduced"
+
+
+# --- the zero-byte control reads no slowdown beyond its floor ---------------------------
+
+
+def _control_rows(config, mean, lo, hi):
+    """An emulated configuration's control reading (Eq. 1 on the zero-byte phases)."""
+    return _emulated_row(config, "fsdp", mean, lo, hi, metric="control_slowdown")
+
+
+@pytest.mark.parametrize(
+    "control, verdict",
+    [((0.002, -0.004, 0.006), "holds"), ((0.08, 0.06, 0.10), "fails")],
+)
+def test_a_zero_byte_emulated_overlap_reads_no_slowdown(tmp_path, control, verdict):
+    """The emulated zero-byte overlap's Eq. 1 is judged by the controls' rule, as a preview:
+    it holds within the margin, and a zero-byte path that slows compute fails (the test's
+    own control), so the preview's slowdown is flagged inconclusive."""
+    rows = [
+        _emulated_row("small_fsdp_e4", "fsdp", 0.18, 0.16, 0.21),
+        _control_rows("small_fsdp_e4", *control),
+    ]
+    configs = {"small_fsdp_e4": {"params": 1e9, "emulated_world": 4, "world_size": 4}}
+    v = compare(_folder(tmp_path, rows, configs), _expected(tmp_path))
+    ctrl = v[(v["item"] == "control_slowdown") & (v["item_type"] == "preview")]
+    assert list(ctrl["verdict"]) == [verdict]
+    assert v[v["item_type"] == "control"].empty  # never among the paper's controls
+    preview = v[(v["item"] == "slowdown_mean") & (v["item_type"] == "preview")]
+    assert (preview["verdict"] == "inconclusive").all() == (verdict == "fails")
+
+
+# --- a whole run: fig4, tiny, rank 0 of 4 ------------------------------------------------
+
+
+@pytest.mark.slow
+def test_fig4_runs_every_mode_as_rank_0_of_4(cli, tmp_path):
+    out = tmp_path / "e4"
+    r = cli(
+        "run", "fig4", "--preset", "tiny", "--emulate-world", "4", "--models", "gpt-tiny",
+        "--fsdp-impl", "deepspeed,fsdp2", "--reps", "1", "--out", str(out), timeout=900,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    records = [json.loads(p.read_text()) for p in (out / "records" / "fig4").rglob("*.json")]
+    assert {r["config"]["fsdp_impl"] for r in records} == {"deepspeed", "fsdp2"}
+    modes = {r["mode"] for r in records}
+    assert modes >= {"overlap", "sequential", "nocomm", "overlap_control", "sequential_control"}
+    for rec in records:
+        assert rec["config"]["emulated_world"] == 4
+        assert rec["config_id"].endswith("_e4") and "_w4" in rec["config_id"]
+        assert rec["config"]["note"].startswith("emulated:")
+        assert rec["provenance"]["emulated_world"] == 4
+        moved = rec["metrics"]["emulated_mib_per_step"] * 2**20
+        # the bytes rank 0 moves in the modes that move any, none in the others
+        assert (moved > 0) == (rec["mode"] in ("overlap", "sequential", "overlap_repeat"))
+        if moved:
+            # rank 0's ring share of every parameter (fp32), all-gathered and
+            # reduce-scattered: ZeRO-3 keeps its gathered parameters for the backward pass
+            # (one all-gather, one reduce-scatter); FSDP2 gathers its blocks again there
+            ring = rec["config"]["params"] * 4 * 3 / 4
+            if rec["config"]["fsdp_impl"] == "deepspeed":
+                assert moved == pytest.approx(2 * ring, rel=0.01)
+            else:
+                assert 2 * ring < moved < 3 * ring
+    status = json.loads((out / "status" / "fig4.json").read_text())
+    refused = {c: s for c, s in status["configs"].items() if "pipeline" in c}
+    assert refused and all("--emulate-world" in s["reason"] for s in refused.values())
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary["note"].str.startswith("emulated:").all()
+    # the report has the preview's own section, its fidelity paragraph and its rows
+    from artifact.judge.compare import write_verdicts
+    from artifact.report.build import write_report
+
+    write_verdicts(out)
+    text = (write_report(out) / "appendix.md").read_text()
+    section = text.split("## Emulated W-GPU preview (one GPU)")[1].split("\n#")[0]
+    assert "no pipeline bubble" in section and "gpt-tiny_fsdp2_fp32_mb2_w4_e4" in section
+
+
+# --- the pieces around the run: `all`'s check, the plan, the trace, the report -----------
+
+
+def test_all_takes_emulate_world_and_refuses_bad_values():
+    from artifact.cli import check_run_args
+
+    check_run_args(["--preset", "tiny", "--emulate-world", "4"])  # fig8 leaves it out
+    with pytest.raises(ArtifactError, match="--nproc 2"):
+        check_run_args(["--preset", "tiny", "--emulate-world", "4", "--nproc", "2"])
+
+
+def test_the_plan_prices_rank_0_of_w_on_one_device():
+    from artifact.core.config import get_preset
+    from artifact.estimate.model import build
+    from artifact.plan import emulated_plan
+
+    preset = get_preset("quick")
+    rows = emulated_plan(preset, ["fig4", "fig8"], 4, 80.0)
+    real = {(r.figure, r.model, r.parallelism): r for r in build(preset, ["fig4"], 4, 80.0)}
+    fsdp = [r for r in rows if r.figure == "fig4" and r.parallelism == "fsdp"]
+    assert fsdp and all("emulated rank 0 of 4" in r.note for r in fsdp)
+    for r in fsdp:  # rank 0's shard at W = 4; one rank's traces
+        twin = real[(r.figure, r.model, r.parallelism)]
+        assert r.memory_gib == twin.memory_gib and r.traces_bytes == twin.traces_bytes // 4
+    assert all(not r.runs for r in rows if r.parallelism == "pipeline")
+    assert {r.gpus for r in rows if r.figure == "fig8"} == {1}  # not emulated: one GPU
+
+
+def test_emulated_copies_are_communication_in_a_gpu_trace():
+    """A memcpy launched inside the emulated range is communication; the same outside, memory."""
+    from artifact.measure import kernels
+    from tests.test_kernels import _iter, _kernel, _launch
+
+    mark = {"ph": "X", "cat": "user_annotation", "name": kernels.EMULATED_MARK,
+            "ts": 5, "dur": 3, "pid": 1, "tid": 1}  # fmt: skip
+    trace = {
+        "traceEvents": [
+            _iter(0, 0, 50), mark, _launch(6, 1), _launch(20, 2),
+            _kernel("Memcpy DtoD", 30, 5, stream=9, corr=1, cat="gpu_memcpy"),
+            _kernel("Memcpy DtoD", 40, 5, stream=7, corr=2, cat="gpu_memcpy"),
+        ]
+    }  # fmt: skip
+    assert list(kernels.kernel_table(trace)["category"]) == ["communication", "memory"]
+    trace["traceEvents"].remove(mark)  # the control: without the range both are memory
+    assert list(kernels.kernel_table(trace)["category"]) == ["memory", "memory"]
+
+
+def test_the_report_puts_emulated_beside_real():
+    from artifact.report.emulated import side_by_side
+
+    rows = [
+        _row("m_fsdp_fp16_mb8_w4", "fsdp", 0.20, 0.18, 0.22),
+        _emulated_row("m_fsdp_fp16_mb8_w4_e4", "fsdp", 0.12, 0.10, 0.14),
+        _emulated_row("other_w4_e4", "fsdp", 0.3, 0.2, 0.4),  # no real twin: not paired
+    ]
+    table = side_by_side(pd.DataFrame(rows))
+    assert table == [["m_fsdp_fp16_mb8_w4", "4", "slowdown", "+20.0 % [+18.0, +22.0]",
+                      "+12.0 % [+10.0, +14.0]"]]  # fmt: skip
