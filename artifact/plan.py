@@ -17,9 +17,10 @@ from artifact.core.config import PRESETS, Preset, default_preset, get_preset
 from artifact.core.emulated import EMULATION_OPTIONS, check_world
 from artifact.core.errors import ArtifactError
 from artifact.core.units import duration, size
-from artifact.estimate import model
+from artifact.estimate import items, model
 from artifact.estimate.model import Row, build, figures_of, totals
 from artifact.figures import spec_of
+from artifact.judge.expected import load_expected
 
 __all__ = ["Row", "add_arguments", "build", "figures_of", "main", "plan", "render", "run", "totals"]
 
@@ -38,7 +39,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         "figures", nargs="*", metavar="FIG", help="fig4 ... fig11, contention, v2 (default: all)"
     )
     ap.add_argument(
-        "--preset", help="tiny (CPU), quick or paper; default: quick with a GPU, tiny without"
+        "--preset",
+        help="tiny (CPU), quick, review or paper; default: quick with a GPU, tiny without",
     )
     ap.add_argument(
         "--gpus", type=int, help="GPUs (FSDP world size, pipeline stages); default: this machine's"
@@ -82,8 +84,32 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row]]:
                 f"--emulate-world {world} with --gpus {args.gpus}: emulation runs on one "
                 "device; accepted: --gpus 1 or left out"
             )
-        return preset, 1, emulated_plan(preset, figures, world, args.gpu_memory_gib)
-    return preset, gpus, build(preset, figures, gpus, args.gpu_memory_gib)
+        return preset, 1, _with_items(emulated_plan(preset, figures, world, args.gpu_memory_gib))
+    return preset, gpus, _with_items(build(preset, figures, gpus, args.gpu_memory_gib))
+
+
+def _with_items(rows: list[Row]) -> list[Row]:
+    """Each row's `feeds`: the paper's items (expected/*.yaml) it is one of the rows of."""
+    for r, fed in zip(rows, items.fed_items(rows, load_expected()), strict=True):
+        r.feeds = fed
+    return rows
+
+
+def _items_section(rows: list[Row], summary: bool) -> list[str]:
+    """Which paper items each configuration feeds (not with --summary), and which the
+    plan leaves unjudged, with why."""
+    lines = []
+    if not summary:
+        lines.append("paper items (expected/*.yaml) each configuration feeds:")
+        for r in rows:
+            if r.feeds:
+                mb = "" if r.micro_batch is None else f" mb {r.micro_batch}"
+                what = f"{r.figure} {r.model} {r.parallelism} {r.precision}{mb}"
+                lines.append(f"  {what}: {', '.join(r.feeds)}")
+    left = items.unjudged(rows, load_expected())
+    lines.append(f"paper items left unjudged ({len(left)})" + (":" if left else ""))
+    lines += [f"  {item}: {why}" for item, why in left.items()]
+    return lines + [""]
 
 
 def emulated_plan(preset: Preset, figures: list[str], world: int, gib: float) -> list[Row]:
@@ -139,6 +165,7 @@ def render(preset: Preset, gpus: int, gib: float, rows: list[Row], summary: bool
     lines = [f"plan: preset {preset.name}, {gpus} {unit}, {gib:g} GiB per GPU"]
     if not summary:
         lines += _table(rows)
+    lines += _items_section(rows, summary)
     by_fig: dict[str, list[Row]] = {}
     for r in rows:
         by_fig.setdefault(r.figure, []).append(r)
@@ -168,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
             "gpu_memory_gib": args.gpu_memory_gib,
             "rows": [dataclasses.asdict(r) for r in rows],
             "totals": totals(rows),
+            "unjudged": items.unjudged(rows, load_expected()),
             "methods": {k: model.method_text(k) for k in model.METHODS},
             "disk_method": model.disk_text(),
         }

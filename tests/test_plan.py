@@ -223,3 +223,49 @@ def test_every_reference_entry_names_its_run():
 def test_a_figure_without_calibration_is_a_one_line_error():
     with pytest.raises(ArtifactError, match="'tiny_measured_s' has no value for 'fig99'"):
         reference.of("tiny_measured_s", "fig99")
+
+
+REVIEW_4X80 = ("--preset", "review", "--gpus", "4", "--gpu-memory-gib", "80")
+
+
+def test_review_feeds_every_headline_item_within_a_working_day():
+    """Headline items: every item of expected/*.yaml, because those are the ones the
+    report's tally counts (item_type number and claim: artifact.judge.verdicts.paper_items);
+    the issue's "Fig. 9 opt-in" leaves fig9.yaml's out (its power caps need
+    --allow-power-cap). Every other item must be fed by a review configuration that
+    runs on one node of 4 x 80 GiB, with what claims across configurations need (two
+    model sizes, both parallelisms, each precision pair), and the plan must price it at
+    8 h or less."""
+    from artifact.estimate import items
+    from artifact.judge.expected import load_expected
+
+    rows = _rows(*REVIEW_4X80)
+    expected = load_expected()
+    opt_in = {i["id"] for i in expected if i["file_figure"] == "fig9"}
+    assert opt_in == {"strict_cap_e2e", "stricter_cap_slower"}
+    headline = [i for i in expected if i["id"] not in opt_in]
+    assert len(headline) >= 20
+    for item in headline:
+        assert any(item["id"] in r.feeds for r in rows if r.runs), item["id"]
+    assert set(items.unjudged(rows, expected)) == opt_in
+    assert model.totals(rows)["time_s"] <= 8 * 3600
+    # the smallest set: one micro-batch, two model sizes (slowdown grows with size)
+    fig4 = [r for r in rows if r.figure == "fig4" and r.runs]
+    assert len(fig4) == 4 and {r.micro_batch for r in fig4} == {8}
+
+
+def test_the_plan_says_what_a_preset_leaves_unjudged(cli):
+    """quick's one model cannot show the slowdown growing with size, nor feed the 13B
+    items: the plan says so, in its text and its --json."""
+    res = cli("plan", *QUICK_1, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["unjudged"]["slowdown_grows_with_model_size"] == (
+        "it needs configurations with at least two values of params"
+    )
+    assert "h100_13b_fsdp_slowdown" in doc["unjudged"]
+    fed = {(r["figure"], r["precision"]): r["feeds"] for r in doc["rows"]}
+    assert fed[("fig11", "tf32")] == ["tf32_changes_slowdown_small"]
+    text = cli("plan", *QUICK_1).stdout
+    assert "paper items left unjudged (5):" in text
+    assert "  slowdown_grows_with_model_size: it needs configurations" in text

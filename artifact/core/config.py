@@ -145,6 +145,9 @@ class Preset:
     # activation recomputation turns on where a configuration's estimated memory without
     # it exceeds this (GiB a GPU; None: never): the paper's sizes on 80 GB cards
     recompute_above_gib: float | None = None
+    # the models of Figs. 10-11's precision sweep (empty: the preset's models); their
+    # claims name GPT-3 1.3B only, so review need not price 13B in FP32
+    precision_models: tuple[str, ...] = ()
     microbench: MicrobenchConfig = field(
         default_factory=lambda: MicrobenchConfig(8192, "bf16", 1 << 30, 8)
     )
@@ -251,6 +254,30 @@ PRESETS: dict[str, Preset] = {
             fp32_timed_iters=3,
             settle_min_s=1.0,
             settle_max_s=5.0,
+        ),
+        # review: the paper's settings (full sequence, global batch 64, FP16, the paper's
+        # passes and power window) on the fewest configurations that feed every item of
+        # expected/ (plan lists them): the smallest and a 13B model (slowdown grows with
+        # size; the 13B items), both parallelisms, one micro-batch; Figs. 10-11 on GPT-3
+        # 1.3B alone (their claims name it). 5 repetitions, the fewest a verdict accepts.
+        Preset(
+            "review",
+            "gpu",
+            ("gpt3-1.3b", "gpt3-13b"),
+            (8,),
+            64,
+            warmup=5,
+            reps=5,
+            iters_per_rep=5,
+            cpu_processes=2,
+            power_window_s=3.0,
+            recompute_above_gib=80.0,
+            timed_min_iters=5,
+            timed_min_s=3.0,
+            fp32_timed_iters=3,
+            settle_min_s=1.0,
+            settle_max_s=5.0,
+            precision_models=("gpt3-1.3b",),
         ),
     )
 }

@@ -149,6 +149,8 @@ class Row:
     traces_bytes: int
     note: str = ""
     runs: bool | None = None  # fits, and the device supports its precision (None: no configuration)
+    # the paper's items (expected/*.yaml ids) it feeds (artifact.estimate.items; set by plan)
+    feeds: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.runs is None and self.fits is not None:
@@ -186,14 +188,16 @@ def figures_of(names: Iterable[str]) -> list[str]:
 
 def training_grid(preset: Preset, figure: str) -> list[tuple[str, str, int, str]]:
     """(model, parallelism, micro-batch, precision): fig4.py (models x micro-batches, both
-    parallelisms, the preset's precision); fig10 and fig11: FSDP at the first micro-batch in
-    the precisions their specs give (artifact/figures/)."""
+    parallelisms, the preset's precision); fig10 and fig11 (precision_sweep.py): FSDP at the
+    first micro-batch in the precisions their specs give (artifact/figures/), on the
+    preset's precision_models where it names them."""
     if spec_of(figure).experiment == "fig4":
         grid = [(m, mb) for m in preset.models for mb in preset.micro_batches]
         return [(m, par, mb, preset.precision) for par in ("fsdp", "pipeline") for m, mb in grid]
     precisions = spec_of(figure).params["precisions"]
     mb = preset.micro_batches[0]
-    return [(m, "fsdp", mb, p) for m in preset.models for p in precisions]
+    models = preset.precision_models or preset.models
+    return [(m, "fsdp", mb, p) for m in models for p in precisions]
 
 
 def microbench_grid(preset: Preset, world: int, device: str) -> list[tuple[str, str, int, int]]:

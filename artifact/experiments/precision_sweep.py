@@ -1,6 +1,6 @@
 """Fig. 10 and Fig. 11: one FSDP configuration in several precisions.
 
-The preset's models at its first micro-batch, each in every precision the figure asks
+The preset's models (its precision_models where it names them) at its first micro-batch, each in every precision the figure asks
 for (artifact/figures/fig10.py: FP32, FP16 and BF16; fig11.py: FP32 and TF32). On CPUs
 TF32 does not exist: its rows run FP32 arithmetic, and the CPU note says so.
 """
@@ -13,5 +13,6 @@ from artifact.run.runner import RunContext
 
 def run(ctx: RunContext, precisions: tuple[str, ...]) -> None:
     mb = ctx.preset.micro_batches[0]
-    points = [(m, mb, p) for m in training.models_of(ctx) for p in precisions]
+    models = ctx.options.models or ctx.preset.precision_models or training.models_of(ctx)
+    points = [(m, mb, p) for m in models for p in precisions]
     fsdp.run(ctx, fsdp.configs_for(ctx, points))
