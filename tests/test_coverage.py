@@ -29,6 +29,7 @@ and one at 91 % or below fails. The same harness measures the method this replac
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -36,6 +37,8 @@ import pytest
 from scipy import stats
 
 from artifact.analyze import metrics as eq
+from artifact.analyze import stopping
+from artifact.judge.verdicts import MIN_REPETITIONS
 
 TRIALS = 2000
 NS = (3, 5, 10, 25)
@@ -133,3 +136,99 @@ def test_intervals_cover_the_truth_95_percent(model, n):
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_the_replaced_bootstrap_under_covers_at_three_repetitions(model):
     assert old_bootstrap_mean_coverage(model, 3) < 0.93
+
+
+# --- adaptive repetitions (artifact.analyze.stopping) -----------------------------------
+#
+# Each trial measures up to MAX_REPS repetitions; the rule sees the first 5 (the pilot)
+# and picks N; the trial reports the package's paired Eq. 1 interval on its first N
+# repetitions, widened to Stein's (stopping.stein_interval). Coverage must stay at least
+# 94 % at every tolerance of expected/'s ratio items (those below 1: slowdowns,
+# penalties, power increases, overlap fractions) and at those tolerances as the H200
+# sees them: the simulated spread of Eq. 1 (about 0.085 a repetition) is 1.2-12 times
+# the spreads one H200 measured (0.007-0.07, results/h200x1/session10/quick), so
+# tolerances up to 12 x 0.1 = 1.2 here stand for the same ratio of tolerance to noise.
+# The rule does not look at the band, so where the paper's value lies does not enter;
+# the rule that did (stop once the verdict is settled) is measured too and must
+# under-cover, which is why it is not the rule. 4,000 trials: a binomial standard
+# error of 0.34 points, so a rule that truly covers 95 % passes with 3 of them to spare.
+
+MAX_REPS = 25  # the paper preset's repetitions
+ADAPTIVE_TRIALS = 4000
+H200_EQUIVALENT = (0.3, 0.6, 1.2)
+
+
+def _ratio_tolerances() -> list[float]:
+    from artifact.judge.expected import load_expected
+
+    tols = {float(i["tolerance"]) for i in load_expected() if i["section"] == "numbers"}
+    return sorted(t for t in tols if t < 1)
+
+
+@functools.cache
+def _prefix_intervals(model: str) -> tuple[np.ndarray, ...]:
+    """(estimates, lows, highs) [n - 5, trial] of the paired Eq. 1 CI on each trial's
+    first n repetitions, n = 5 .. MAX_REPS, and the truth."""
+    draw, _, truth = MODELS[model]
+    rng = np.random.default_rng(_seed(model, MAX_REPS + 1))
+    a, b = draw(rng, (ADAPTIVE_TRIALS, MAX_REPS))
+    ivs = [
+        eq.paired_interval(eq.slowdown, [a[:, :n], b[:, :n]])
+        for n in range(stopping.MIN_REPETITIONS, MAX_REPS + 1)
+    ]
+    est, lows, highs = (
+        np.array([getattr(iv, k) for iv in ivs]) for k in ("estimate", "low", "high")
+    )
+    return est, lows, highs, truth
+
+
+def adaptive_coverage(model: str, tolerance: float) -> tuple[float, float, float]:
+    """(coverage with Stein's floor, coverage of the usual CI alone, mean repetitions)."""
+    est, lows, highs, truth = _prefix_intervals(model)
+    pilot = stopping.spread_of((highs[0] - lows[0]) / 2)
+    n = stopping.needed(pilot, tolerance, MAX_REPS)
+    k, trial = n - stopping.MIN_REPETITIONS, np.arange(ADAPTIVE_TRIALS)
+    low, high = stopping.stein_interval(est[k, trial], lows[k, trial], highs[k, trial], pilot, n)
+    plain = _covers(lows[k, trial], highs[k, trial], truth)
+    return _covers(low, high, truth), plain, float(n.mean())
+
+
+def test_the_stopping_rule_is_tested_at_expected_s_tolerances():
+    assert _ratio_tolerances() == [0.05, 0.1, 0.15, 0.25]
+    assert stopping.MIN_REPETITIONS == MIN_REPETITIONS
+
+
+@pytest.mark.parametrize("tolerance", [0.05, 0.1, 0.15, 0.25, *H200_EQUIVALENT])
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_adaptive_repetitions_keep_95_percent_coverage(model, tolerance):
+    cov, _, mean_n = adaptive_coverage(model, tolerance)
+    assert cov >= 0.94, (cov, mean_n)
+    assert stopping.MIN_REPETITIONS <= mean_n <= MAX_REPS
+
+
+def test_adaptive_repetitions_adapt_and_need_steins_floor():
+    """Where the tolerance is wide against the noise the trials stop early (normal, 0.25:
+    about 14 repetitions of 25 on average); there the usual CI alone under-covers (93.4 %),
+    and Stein's floor restores it (96.0 %)."""
+    cov, plain, mean_n = adaptive_coverage("normal", 0.25)
+    assert mean_n < 15
+    assert plain < 0.94 <= cov and cov > plain + 0.02
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_stopping_once_the_verdict_is_settled_under_covers(model):
+    """The rule the issue first proposed, looked at after every repetition: stop once
+    the CI is narrow (half-width <= tolerance / 4) or settled (wholly inside or outside
+    [value - tol, value + tol]). With the paper's value at a band edge it stops where the
+    CI happens to clear the edge, and covers the truth in well under 93 % of trials."""
+    _, lows, highs, truth = _prefix_intervals(model)
+    tol = 0.1
+    value = truth + tol  # the truth on the band's lower edge
+    half = (highs - lows) / 2
+    inside = (lows >= value - tol) & (highs <= value + tol)
+    outside = (highs < value - tol) | (lows > value + tol)
+    stop = (half <= tol / 4) | inside | outside
+    stop[-1] = True
+    k = np.argmax(stop, axis=0)
+    trial = np.arange(ADAPTIVE_TRIALS)
+    assert _covers(lows[k, trial], highs[k, trial], truth) < 0.90
