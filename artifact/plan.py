@@ -17,10 +17,10 @@ from artifact.core.config import PRESETS, Preset, default_preset, get_preset
 from artifact.core.emulated import EMULATION_OPTIONS, check_world
 from artifact.core.errors import ArtifactError
 from artifact.core.units import duration, size
-from artifact.estimate import items, model
+from artifact.estimate import adaptive, items, model
 from artifact.estimate.model import Row, build, figures_of, totals
 from artifact.figures import spec_of
-from artifact.judge.expected import load_expected
+from artifact.judge.expected import EXPECTED_DIR, load_expected
 
 __all__ = ["Row", "add_arguments", "build", "figures_of", "main", "plan", "render", "run", "totals"]
 
@@ -51,6 +51,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--emulate-world",
         help="price `run --emulate-world W`: the training figures as rank 0 of W on one GPU",
+    )
+    ap.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="price repetitions by the stopping rule (a what-if: the run loop does not use it yet)",
     )
     ap.add_argument("--json", action="store_true", help="rows and totals as JSON")
     ap.add_argument("--summary", action="store_true", help="per-figure totals only")
@@ -85,12 +90,34 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row]]:
                 "device; accepted: --gpus 1 or left out"
             )
         return preset, 1, _with_items(emulated_plan(preset, figures, world, args.gpu_memory_gib))
-    return preset, gpus, _with_items(build(preset, figures, gpus, args.gpu_memory_gib))
+    rows = _with_items(build(preset, figures, gpus, args.gpu_memory_gib))
+    if getattr(args, "adaptive", False):
+        if preset.device == "cpu":
+            raise ArtifactError(
+                "--adaptive prices GPU presets; accepted: "
+                + ", ".join(n for n, q in PRESETS.items() if q.device == "gpu")
+            )
+        paper = _paper_items()
+        if paper is None:
+            raise ArtifactError(
+                f"--adaptive needs the paper's tolerances in '{EXPECTED_DIR}', which is not "
+                "there; run the plan from the checkout"
+            )
+        again = lambda p: build(p, figures, gpus, args.gpu_memory_gib)  # noqa: E731
+        rows = adaptive.apply(preset, rows, again, paper)
+    return preset, gpus, rows
+
+
+def _paper_items() -> list[dict] | None:
+    """expected/'s items, or None where there is no expected/ (a wheel installed outside
+    the checkout carries none: the plan then prices without them)."""
+    return load_expected() if EXPECTED_DIR.is_dir() else None
 
 
 def _with_items(rows: list[Row]) -> list[Row]:
     """Each row's `feeds`: the paper's items (expected/*.yaml) it is one of the rows of."""
-    for r, fed in zip(rows, items.fed_items(rows, load_expected()), strict=True):
+    paper = _paper_items()
+    for r, fed in zip(rows, items.fed_items(rows, paper or []), strict=True):
         r.feeds = fed
     return rows
 
@@ -106,7 +133,10 @@ def _items_section(rows: list[Row], summary: bool) -> list[str]:
                 mb = "" if r.micro_batch is None else f" mb {r.micro_batch}"
                 what = f"{r.figure} {r.model} {r.parallelism} {r.precision}{mb}"
                 lines.append(f"  {what}: {', '.join(r.feeds)}")
-    left = items.unjudged(rows, load_expected())
+    paper = _paper_items()
+    if paper is None:
+        return lines + [f"paper items: not listed ('{EXPECTED_DIR}' is not here)", ""]
+    left = items.unjudged(rows, paper)
     lines.append(f"paper items left unjudged ({len(left)})" + (":" if left else ""))
     lines += [f"  {item}: {why}" for item, why in left.items()]
     return lines + [""]
@@ -132,7 +162,7 @@ def emulated_plan(preset: Preset, figures: list[str], world: int, gib: float) ->
     return rows
 
 
-def _table(rows: list[Row]) -> list[str]:
+def _table(rows: list[Row], preset: Preset) -> list[str]:
     head = ("figure", "model", "parallelism", "prec", "mb", "GiB/GPU", "fits", "time", "method", "disk", "note")  # fmt: skip
     table = [head]
     for r in rows:
@@ -155,16 +185,21 @@ def _table(rows: list[Row]) -> list[str]:
         "on an H200) or (buf) the microbenchmark's buffers + 1 GiB runtime",
         *(f"time [{m}]: {model.method_text(m)}" for m in dict.fromkeys(r.method for r in rows)),
         "disk: " + model.disk_text(),
+        *([f"repetitions: {adaptive.method_text(preset)}"] if _adaptive(rows) else []),
         "",
     ]
     return lines
+
+
+def _adaptive(rows: list[Row]) -> bool:
+    return any("by the stopping rule" in r.note for r in rows)
 
 
 def render(preset: Preset, gpus: int, gib: float, rows: list[Row], summary: bool) -> str:
     unit = "CPU processes" if preset.device == "cpu" else "GPU(s)"
     lines = [f"plan: preset {preset.name}, {gpus} {unit}, {gib:g} GiB per GPU"]
     if not summary:
-        lines += _table(rows)
+        lines += _table(rows, preset)
     lines += _items_section(rows, summary)
     by_fig: dict[str, list[Row]] = {}
     for r in rows:
@@ -195,9 +230,11 @@ def run(args: argparse.Namespace) -> int:
             "gpu_memory_gib": args.gpu_memory_gib,
             "rows": [dataclasses.asdict(r) for r in rows],
             "totals": totals(rows),
-            "unjudged": items.unjudged(rows, load_expected()),
+            # None: no expected/ here (an installed wheel), so nothing is listed
+            "unjudged": None if (paper := _paper_items()) is None else items.unjudged(rows, paper),
             "methods": {k: model.method_text(k) for k in model.METHODS},
             "disk_method": model.disk_text(),
+            "repetitions_method": adaptive.method_text(preset) if _adaptive(rows) else "fixed",
         }
         print(json.dumps(doc, indent=1))
     else:

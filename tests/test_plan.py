@@ -269,3 +269,35 @@ def test_the_plan_says_what_a_preset_leaves_unjudged(cli):
     text = cli("plan", *QUICK_1).stdout
     assert "paper items left unjudged (5):" in text
     assert "  slowdown_grows_with_model_size: it needs configurations" in text
+
+
+def test_adaptive_plan_prices_the_stopping_rule_from_the_h200_pilot(cli):
+    """--adaptive: each configuration at Stein's N from one H200's n = 5 half-widths
+    (package data). Paper on 4 x 80 GiB: the pipeline's peak-power increase (+-2.6
+    points at n = 5 against a tolerance of 10) needs 6 repetitions; ZeRO-3's (+-8.7)
+    more than the 25 the preset allows; each row's time falls by exactly its unused
+    repetitions' cost."""
+    fixed = {(r.figure, r.model, r.parallelism, r.precision, r.micro_batch): r for r in _rows(*PAPER_4X80)}  # fmt: skip
+    rows = _rows(*PAPER_4X80, "--adaptive")
+    fewer = dataclasses.replace(get_preset("paper"), reps=24)
+    one_less = {
+        (r.figure, r.model, r.parallelism, r.precision, r.micro_batch): r
+        for r in model.build(fewer, model.figures_of([]), 4, 80.0)
+    }
+    pipe = _row(rows, "fig4", "gpt3-13b", "pipeline", 8)
+    key = ("fig4", "gpt3-13b", "pipeline", "fp16", 8)
+    per_rep = fixed[key].time_s - one_less[key].time_s
+    assert "6 of 25 repetitions by the stopping rule" in pipe.note
+    assert pipe.time_s == pytest.approx(fixed[key].time_s - 19 * per_rep)
+    zero3 = _row(rows, "fig4", "gpt3-13b", "fsdp", 8)
+    assert "25 of 25" in zero3.note and "peak_power_increase sets it" in zero3.note
+    assert zero3.time_s == pytest.approx(fixed[("fig4", "gpt3-13b", "fsdp", "fp16", 8)].time_s)
+    assert model.totals(rows)["time_s"] < 0.5 * model.totals(list(fixed.values()))["time_s"]
+    res = cli("plan", *PAPER_4X80, "--adaptive")
+    assert "repetitions: repetitions by the stopping rule" in res.stdout
+    assert "pilot_half_width" not in res.stdout and "session10/quick" in res.stdout
+    bad = cli("plan", "--preset", "tiny", "--adaptive")
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == (
+        "error: --adaptive prices GPU presets; accepted: quick, paper, review"
+    )
