@@ -90,6 +90,14 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "95% CI",
         "the 95 % confidence interval of a mean over repetitions (Student-t below 20 repetitions).",
     ),
+    (
+        "headline item",
+        "an item of expected/*.yaml: a number or claim of the paper, the ones the report's tally counts. The review preset feeds every one but Fig. 9's (opt-in).",
+    ),
+    (
+        "stopping rule",
+        "adaptive repetitions: after a pilot of 5 repetitions, a configuration's repetitions are fixed once, so that each judged quantity's CI half-width comes to at most a quarter of its item's tolerance (Stein's two-stage size), at most the preset's maximum. Priced by `plan --adaptive`; not yet used by the run loop.",
+    ),
 )
 
 
