@@ -470,11 +470,15 @@ def check_run_args(run_args: list[str]) -> None:
 
 
 def cmd_all(args: argparse.Namespace) -> int:
+    from artifact import budget
     from artifact.suite import run_all
 
-    check_run_args(args.run_args)
+    run_args, budget_s = budget.pop(args.run_args)  # `all`'s own flag; the rest go to `run`
+    check_run_args(run_args)
     return run_all(
-        args.run_args, say=lambda line: console.print(line, markup=False, highlight=False)
+        run_args,
+        say=lambda line: console.print(line, markup=False, highlight=False),
+        budget_s=budget_s,
     )
 
 
@@ -497,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run one figure's experiment")
     run.add_argument("figure", help="fig4 ... fig11, contention or v2")
-    run.add_argument("--preset", help="tiny (CPU), quick or paper (GPU); default by device")
+    run.add_argument("--preset", help="tiny (CPU), quick, review or paper (GPU); default by device")
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or rocm (default auto)")
     run.add_argument("--out", help="output folder (default results/<timestamp>-<preset>)")
     run.add_argument("--reps", type=int, help="repetitions (default: the preset's)")
@@ -561,7 +565,8 @@ def build_parser() -> argparse.ArgumentParser:
     every = sub.add_parser(
         "all",
         help="every figure into one folder, then summary, verdicts and report "
-        "(takes run's flags; a failing figure does not stop the others)",
+        "(takes run's flags, and --budget 6h: the figures that judge the most items an hour "
+        "first, while the plan's time fits; a failing figure does not stop the others)",
     )
     every.set_defaults(func=cmd_all)
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from artifact.core.config import default_preset
 from artifact.figures import REGISTRY, own_records
@@ -31,9 +32,13 @@ def _has_gpu() -> bool:
     return device_kind() != "cpu"
 
 
-def run_all(args: list[str], say: Callable[[str], None] = print) -> int:
-    """Run every figure with `args` (the flags of `run`), then summarize, compare, report."""
-    from artifact.store import default_out_dir
+def run_all(
+    args: list[str], say: Callable[[str], None] = print, budget_s: float | None = None
+) -> int:
+    """Run every figure with `args` (the flags of `run`), then summarize, compare, report.
+    With `budget_s`, only the figures artifact.budget keeps; the others are recorded
+    "not run" with why, so the report lists them."""
+    from artifact.store import RunStore, default_out_dir
 
     if (rc := preflight.main(args)) != 0:
         return rc
@@ -55,11 +60,21 @@ def run_all(args: list[str], say: Callable[[str], None] = print) -> int:
     ]
     if artifact("plan", "--summary", *at) not in (0, 2):  # 2: a plan it cannot draw
         return 1
+    left: dict[str, str] = {}
+    if budget_s is not None:
+        from artifact.budget import select
+
+        _, left = select(args, budget_s)
+        for fig, why in left.items():
+            RunStore(Path(out)).write_status(fig, "not run", why)
     runs = own_records()
     failed, took = [], {}
     for fig, spec in REGISTRY.items():
         if spec.records_of:  # fig5: drawn from fig4's records, never run a second time
             say(f"{fig}: drawn from the records of {spec.records}")
+            continue
+        if fig in left:
+            say(f"{fig}: {left[fig]}")
             continue
         started = time.monotonic()
         # the run's display shows "figure k/N" (artifact/run/progress.py)

@@ -1,0 +1,83 @@
+"""`all --budget 6h`: which figures a time budget keeps, by the plan (no torch).
+
+A figure's worth is the number of the paper's items (expected/*.yaml) its configurations
+feed that no figure kept before it feeds, per planned hour. Figures are kept in order of
+that worth, while the plan's time of those kept fits the budget; the others are left
+out, and `all` records each as "not run" with the reason (status/<figure>.json), which
+the report lists. Figures run in the registry's order all the same (fig10 copies fig4's
+rows, fig11 fig10's, fig8 fig6's), each priced alone, without the rows it could copy. The granularity is the figure: a budget does not
+split one figure's configurations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from artifact.core.errors import ArtifactError
+
+UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600}
+FORMS = "a number with s, m or h: 90m, 6h, 1.5h"
+
+
+def parse(text: str) -> float:
+    """'6h' -> 21600 seconds; a bad value is a one-line error naming it and the forms."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)\s*", text or "")
+    if not m or float(m.group(1)) <= 0:
+        raise ArtifactError(f"--budget {text!r}; accepted: {FORMS}")
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def pop(args: list[str]) -> tuple[list[str], float | None]:
+    """(the other flags, the budget in seconds or None) from `all`'s flags."""
+    args = list(args)
+    if "--budget" not in args:
+        return args, None
+    i = args.index("--budget")
+    if i + 1 >= len(args):
+        raise ArtifactError(f"--budget needs a value; accepted: {FORMS}")
+    value = args[i + 1]
+    del args[i : i + 2]
+    return args, parse(value)
+
+
+def select(run_args: list[str], budget_s: float) -> tuple[list[str], dict[str, str]]:
+    """(figures kept, {figure left out: why}) for `all` with `run_args` on this machine."""
+    from artifact import plan
+    from artifact.core.units import duration
+
+    ap = argparse.ArgumentParser(add_help=False)
+    plan.add_arguments(ap)
+    known = [x for k in ("--preset", "--gpus") if k in run_args for x in (k, _after(run_args, k))]
+    _, _, rows = plan.plan(ap.parse_args(known))
+    figures = list(dict.fromkeys(r.figure for r in rows))
+    # each figure priced alone: the rows it copies from another (fig10's from fig4) cost
+    # their full time where that other figure is left out
+    alone = {f: plan.plan(ap.parse_args([f, *known]))[2] for f in figures}
+    hours = {f: sum(r.time_s for r in alone[f]) / 3600 for f in figures}
+    fed = {f: {i for r in rows if r.figure == f for i in r.feeds} for f in figures}
+    kept: list[str] = []
+    left: dict[str, str] = {}
+    judged: set[str] = set()
+    spent = 0.0
+    todo = list(figures)
+    while todo:  # greedy: the most new items per hour first (ties: the registry's order)
+        best = max(todo, key=lambda f: len(fed[f] - judged) / max(hours[f], 1e-3))
+        todo.remove(best)
+        if spent + hours[best] * 3600 <= budget_s:
+            kept.append(best)
+            spent += hours[best] * 3600
+            judged |= fed[best]
+        else:
+            new = len(fed[best] - judged)
+            left[best] = (
+                f"left out by --budget {duration(budget_s)}: the plan prices it at "
+                f"{duration(hours[best] * 3600)}, {duration(budget_s - spent)} of the budget "
+                f"was left; it would feed {new} more of the paper's items"
+            )
+    return [f for f in figures if f in kept], left
+
+
+def _after(args: list[str], flag: str) -> str:
+    i = args.index(flag)
+    return args[i + 1] if i + 1 < len(args) else ""

@@ -1,0 +1,80 @@
+"""`all --budget 6h` (artifact.budget): the figures that feed the most of the paper's items
+an hour are kept while the plan's time fits; the others are recorded "not run" with why,
+and the report's figure status (artifact.judge.figure_status) says so."""
+
+import pandas as pd
+import pytest
+
+from artifact import budget, plan, suite
+from artifact.core.errors import ArtifactError
+from artifact.judge.figure_status import figure_status
+from artifact.store import RunStore
+
+REVIEW_4 = ["--preset", "review", "--gpus", "4"]
+
+
+def _hours_alone(figure: str) -> float:
+    ap = plan.argparse.ArgumentParser()
+    plan.add_arguments(ap)
+    return sum(r.time_s for r in plan.plan(ap.parse_args([figure, *REVIEW_4]))[2]) / 3600
+
+
+def test_budget_values():
+    assert budget.parse("6h") == 6 * 3600 and budget.parse("90m") == 5400
+    assert budget.parse("1.5h") == 5400 and budget.parse("30s") == 30
+    with pytest.raises(ArtifactError) as e:
+        budget.parse("six")
+    assert str(e.value) == "--budget 'six'; accepted: a number with s, m or h: 90m, 6h, 1.5h"
+    assert budget.pop(["--preset", "review", "--budget", "2h"]) == (["--preset", "review"], 7200)
+
+
+def test_a_bad_budget_is_one_line_exit_2(cli):
+    res = cli("all", "--budget", "0h")
+    assert res.returncode == 2
+    assert res.stderr.strip() == (
+        "error: --budget '0h'; accepted: a number with s, m or h: 90m, 6h, 1.5h"
+    )
+
+
+def test_the_budget_keeps_what_judges_most_an_hour():
+    """review on 4 GPUs in one hour: fig4 alone costs more than the hour and is left out
+    with its price; the microbenchmark figures, which feed items in minutes, are kept,
+    and what is kept fits the hour."""
+    kept, left = budget.select(REVIEW_4, 3600)
+    fig4_h = _hours_alone("fig4")
+    assert fig4_h > 1
+    assert "fig4" in left and f"the plan prices it at {fig4_h:.1f} h" in left["fig4"]
+    assert "it would feed 17 more of the paper's items" in left["fig4"]
+    assert {"fig6", "fig7", "fig8"} <= set(kept)
+    assert sum(_hours_alone(f) for f in kept) <= 1
+    assert set(kept) | set(left) == {r.figure for r in _rows_review()}
+
+
+def _rows_review():
+    ap = plan.argparse.ArgumentParser()
+    plan.add_arguments(ap)
+    return plan.plan(ap.parse_args(REVIEW_4))[2]
+
+
+def test_a_budget_cut_run_records_what_it_left_out(tmp_path, monkeypatch):
+    """`all` under a budget runs only the kept figures and records each left-out one
+    "not run" with why: the report's figure status lists it so."""
+    calls = []
+
+    class Done:
+        returncode = 0
+
+    def fake_run(argv, env=None):
+        calls.append(argv[3:5])
+        return Done()
+
+    monkeypatch.setattr(suite.subprocess, "run", fake_run)
+    monkeypatch.setattr(suite.preflight, "main", lambda args: 0)
+    out = tmp_path / "run"
+    rc = suite.run_all([*REVIEW_4, "--out", str(out)], say=lambda line: None, budget_s=3600)
+    assert rc == 0
+    ran = [c[1] for c in calls if c[0] == "run"]
+    assert "fig4" not in ran and "fig6" in ran
+    status = RunStore(out).status()
+    category, why = figure_status("fig4", status, pd.DataFrame({"figure": []}))
+    assert category == "not run" and why.startswith("left out by --budget 60.0 min")
