@@ -301,3 +301,28 @@ def test_adaptive_plan_prices_the_stopping_rule_from_the_h200_pilot(cli):
     assert bad.stderr.strip() == (
         "error: --adaptive prices GPU presets; accepted: quick, paper, review"
     )
+
+
+def test_review_precision_sweep_runs_the_models_the_plan_prices(monkeypatch):
+    """Figs. 10-11 under review: the experiment's points (precision_sweep.run) are the
+    plan's rows, GPT-3 1.3B alone (Preset.precision_models), not the preset's 13B too;
+    --models still wins."""
+    from types import SimpleNamespace
+
+    from artifact.experiments import fsdp, precision_sweep
+
+    seen = []
+    monkeypatch.setattr(fsdp, "configs_for", lambda ctx, points: seen.append(points) or [])
+    monkeypatch.setattr(fsdp, "run", lambda ctx, configs: None)
+    review = get_preset("review")
+    ctx = SimpleNamespace(preset=review, options=SimpleNamespace(models=None))
+    precision_sweep.run(ctx, ("fp32", "tf32"))
+    planned = [
+        (r.model, r.micro_batch, r.precision)
+        for r in _rows("fig11", *REVIEW_4X80[:4])
+        if r.fits is not None
+    ]
+    assert seen[-1] == planned == [("gpt3-1.3b", 8, "fp32"), ("gpt3-1.3b", 8, "tf32")]
+    ctx.options.models = ["gpt3-13b"]
+    precision_sweep.run(ctx, ("fp32",))
+    assert seen[-1] == [("gpt3-13b", 8, "fp32")]
