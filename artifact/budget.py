@@ -45,10 +45,11 @@ def select(run_args: list[str], budget_s: float) -> tuple[list[str], dict[str, s
     """(figures kept, {figure left out: why}) for `all` with `run_args` on this machine."""
     from artifact import plan
     from artifact.core.units import duration
+    from artifact.suite import passed
 
     ap = argparse.ArgumentParser(add_help=False)
     plan.add_arguments(ap)
-    known = [x for k in ("--preset", "--gpus") if k in run_args for x in (k, _after(run_args, k))]
+    known = passed(run_args, ("--preset", "--gpus"))
     _, _, rows = plan.plan(ap.parse_args(known))
     figures = list(dict.fromkeys(r.figure for r in rows))
     # each figure priced alone: the rows it copies from another (fig10's from fig4) cost
@@ -76,8 +77,3 @@ def select(run_args: list[str], budget_s: float) -> tuple[list[str], dict[str, s
                 f"was left; it would feed {new} more of the paper's items"
             )
     return [f for f in figures if f in kept], left
-
-
-def _after(args: list[str], flag: str) -> str:
-    i = args.index(flag)
-    return args[i + 1] if i + 1 < len(args) else ""

@@ -23,6 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from artifact import env as envmod
+from artifact.core import emulated as emulation_flags
 from artifact.core.config import (
     PRECISIONS,
     check_device,
@@ -92,12 +93,8 @@ def run_options(args: argparse.Namespace) -> RunOptions:
 
 def check_alone(args: argparse.Namespace, world: int) -> None:
     """--emulate-world is one process on one device: a real multi-rank launch is refused."""
-    for flag, value in (("--nproc", args.nproc), ("--gpus", args.gpus), ("--nnodes", args.nnodes)):
-        if value is not None and value != 1:
-            raise ArtifactError(
-                f"--emulate-world {world} with {flag} {value}: emulation runs rank 0 alone "
-                f"on one device; accepted: {flag} 1 or left out"
-            )
+    counts = {"--nproc": args.nproc, "--gpus": args.gpus, "--nnodes": args.nnodes}
+    emulation_flags.check_alone(world, counts)
     if args.rdzv_endpoint:
         raise ArtifactError(
             f"--emulate-world {world} with --rdzv-endpoint: emulation runs one process, "

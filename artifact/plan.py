@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from artifact.core.config import PRESETS, Preset, default_preset, get_preset
-from artifact.core.emulated import EMULATION_OPTIONS, check_world
+from artifact.core.emulated import EMULATION_OPTIONS, check_alone, check_world
 from artifact.core.errors import ArtifactError
 from artifact.core.units import duration, size
 from artifact.estimate import adaptive, items, model
@@ -84,11 +84,7 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row]]:
         gpus = args.gpus or max(1, found)
     if getattr(args, "emulate_world", None) is not None:
         world = check_world(args.emulate_world)
-        if args.gpus not in (None, 1):
-            raise ArtifactError(
-                f"--emulate-world {world} with --gpus {args.gpus}: emulation runs on one "
-                "device; accepted: --gpus 1 or left out"
-            )
+        check_alone(world, {"--gpus": args.gpus})
         return preset, 1, _with_items(emulated_plan(preset, figures, world, args.gpu_memory_gib))
     rows = _with_items(build(preset, figures, gpus, args.gpu_memory_gib))
     if getattr(args, "adaptive", False):

@@ -80,20 +80,24 @@ class Results:
         return sorted(by_config | by_note)
 
     @property
+    def _beyond_paper_configs(self) -> set[str]:
+        """Configurations of an implementation beyond the paper (torch FSDP2)."""
+        return {c for c, cfg in self.configs.items() if beyond_paper(cfg)}
+
+    @property
     def judged_rows(self) -> pd.DataFrame:
         """Rows of the paper's implementations on real ranks: not those of one beyond the
         paper (torch FSDP2 beside DeepSpeed ZeRO-3), which the report shows unjudged, nor
         emulated ones (preview_rows)."""
-        beyond = {c for c, cfg in self.configs.items() if beyond_paper(cfg)}
-        return self.summary[~self.summary["config_id"].isin(beyond | set(self.emulated_configs))]
+        left_out = self._beyond_paper_configs | set(self.emulated_configs)
+        return self.summary[~self.summary["config_id"].isin(left_out)]
 
     @property
     def preview_rows(self) -> pd.DataFrame:
         """Emulated rows of the paper's implementations: shown beside the paper's numbers
         as a preview, never in its tally."""
-        beyond = {c for c, cfg in self.configs.items() if beyond_paper(cfg)}
         rows = self.summary[self.summary["config_id"].isin(self.emulated_configs)]
-        return rows[~rows["config_id"].isin(beyond)]
+        return rows[~rows["config_id"].isin(self._beyond_paper_configs)]
 
     @property
     def paper_rows(self) -> pd.DataFrame:

@@ -26,6 +26,12 @@ def _value(args: list[str], flag: str) -> str | None:
     return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
 
 
+def passed(args: list[str], flags: tuple[str, ...]) -> list[str]:
+    """The `flag value` pairs of `flags` that `args` (run's flags) holds: what the plan
+    takes of them."""
+    return [x for k in flags if k in args for x in (k, _value(args, k) or "")]
+
+
 def _has_gpu() -> bool:
     from artifact.env import device_kind
 
@@ -52,12 +58,7 @@ def run_all(
         return subprocess.run([sys.executable, "-m", "artifact", *argv], env=env).returncode
 
     # the plan first: what fits, how long it takes, how much disk (artifact.plan)
-    at = [
-        x
-        for k in ("--preset", "--gpus", "--emulate-world")
-        if k in args
-        for x in (k, _value(args, k))
-    ]
+    at = passed(args, ("--preset", "--gpus", "--emulate-world"))
     if artifact("plan", "--summary", *at) not in (0, 2):  # 2: a plan it cannot draw
         return 1
     left: dict[str, str] = {}

@@ -55,6 +55,17 @@ def link_gbs(gpu_name: str | None, given: float | None) -> float:
     )
 
 
+def check_alone(world: int, counts: dict[str, int | None]) -> None:
+    """Emulation is one process on one device: a launch count (flag -> value given; None:
+    left out) that asks for more is one plain error."""
+    for flag, value in counts.items():
+        if value is not None and value != 1:
+            raise ArtifactError(
+                f"--emulate-world {world} with {flag} {value}: emulation runs rank 0 alone "
+                f"on one device; accepted: {flag} 1 or left out"
+            )
+
+
 def config_suffix(emulated: int | None) -> str:
     return f"_e{emulated}" if emulated else ""
 

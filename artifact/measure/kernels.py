@@ -88,32 +88,35 @@ def classify_gpu(name: str, trace_cat: str) -> str:
     return "compute"
 
 
-def _iteration_ranges(events: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    marks = [
-        (e["ts"], e["ts"] + e["dur"], int(e["name"][len(ITER_PREFIX) :]))
-        for e in events
-        if e.get("ph") == "X"
-        and e.get("cat") == "user_annotation"
-        and str(e.get("name", "")).startswith(ITER_PREFIX)
-    ]
-    marks.sort()
+def _ranges(marks: list[tuple[float, float, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, id) host ranges as _assign takes them: sorted, one array each."""
     if not marks:
         return np.array([]), np.array([]), np.array([], dtype=int)
-    starts, ends, ids = (np.array(x) for x in zip(*marks, strict=True))
-    return starts, ends, ids.astype(int)
+    starts, ends, ids = (np.array(x) for x in zip(*sorted(marks), strict=True))
+    return starts.astype(float), ends.astype(float), ids.astype(int)
+
+
+def _iteration_ranges(events: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return _ranges(
+        [
+            (e["ts"], e["ts"] + e["dur"], int(e["name"][len(ITER_PREFIX) :]))
+            for e in events
+            if e.get("ph") == "X"
+            and e.get("cat") == "user_annotation"
+            and str(e.get("name", "")).startswith(ITER_PREFIX)
+        ]
+    )
 
 
 def _marked(events: list[dict], name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The host ranges named `name`, as _assign takes them (every id 0)."""
-    spans = sorted(
-        (e["ts"], e["ts"] + e["dur"])
-        for e in events
-        if e.get("cat") == "user_annotation" and e.get("name") == name
+    return _ranges(
+        [
+            (e["ts"], e["ts"] + e["dur"], 0)
+            for e in events
+            if e.get("cat") == "user_annotation" and e.get("name") == name
+        ]
     )
-    if not spans:
-        return np.array([]), np.array([]), np.array([], dtype=int)
-    starts, ends = (np.array(x, dtype=float) for x in zip(*spans, strict=True))
-    return starts, ends, np.zeros(len(starts), dtype=int)
 
 
 def _assign(ts: np.ndarray, ranges: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
@@ -134,20 +137,23 @@ def kernel_table(trace: dict[str, Any]) -> pd.DataFrame:
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
     ranges = _iteration_ranges(events)
     gpu = [e for e in events if e.get("cat") in GPU_CATEGORIES]
-    emulated = _marked(events, EMULATED_MARK)
     if gpu:
         launch_ts = {
             e["args"]["correlation"]: e["ts"]
             for e in events
             if e.get("cat") in LAUNCH_CATEGORIES and "correlation" in e.get("args", {})
         }
-        rows = []
-        for e in gpu:
-            host_ts = launch_ts.get(e.get("args", {}).get("correlation"), e["ts"])
-            in_emulated = len(emulated[0]) and _assign(np.array([host_ts]), emulated)[0] >= 0
-            cat = "communication" if in_emulated else classify_gpu(e["name"], e["cat"])
-            stream = e.get("args", {}).get("stream", e.get("tid"))
-            rows.append((e["name"], stream, float(e["ts"]), float(e["dur"]), cat, host_ts))
+        rows = [
+            (
+                e["name"],
+                e.get("args", {}).get("stream", e.get("tid")),
+                float(e["ts"]),
+                float(e["dur"]),
+                classify_gpu(e["name"], e["cat"]),
+                launch_ts.get(e.get("args", {}).get("correlation"), e["ts"]),
+            )
+            for e in gpu
+        ]
     else:
         rows = []
         for e in events:
@@ -166,7 +172,11 @@ def kernel_table(trace: dict[str, Any]) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=COLUMNS)
     df = pd.DataFrame(rows, columns=[*COLUMNS[:-1], "host_ts"])
-    df["iteration"] = _assign(df.pop("host_ts").to_numpy(dtype=float), ranges)
+    host_ts = df.pop("host_ts").to_numpy(dtype=float)
+    emulated = _marked(events, EMULATED_MARK)
+    if gpu and len(emulated[0]):  # kernels launched inside emulated traffic: communication
+        df.loc[_assign(host_ts, emulated) >= 0, "category"] = "communication"
+    df["iteration"] = _assign(host_ts, ranges)
     return df.sort_values("start", ignore_index=True)
 
 

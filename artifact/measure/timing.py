@@ -34,6 +34,14 @@ def timed(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
+def spin_cycles_per_s(device: torch.device) -> float:
+    """Clock cycles of torch.cuda._sleep (a one-thread spinning kernel) a second, timed on
+    this GPU now (the fastest of three 1M-cycle spins)."""
+    cycles = 1_000_000
+    torch.cuda._sleep(cycles)  # warm-up
+    return cycles / min(timed(lambda: torch.cuda._sleep(cycles), device) for _ in range(3))
+
+
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """Python's garbage collector paused over timed iterations, as torchtitan and

@@ -33,6 +33,7 @@ import torch
 from artifact.core import emulated
 from artifact.core.errors import ArtifactError
 from artifact.measure.kernels import EMULATED_MARK
+from artifact.measure.timing import spin_cycles_per_s, timed
 
 _world: list[int | None] = [None]  # the emulated world size once joined, else None
 _link: list[float | None] = [None]  # bytes per second on a GPU; None: not paced (CPU)
@@ -181,21 +182,12 @@ class _Pacer:
     speed, so the pad is the link's time for the bytes minus the copies' own."""
 
     def __init__(self, device: torch.device):
-        self.cycles_per_s = self._rate(lambda: torch.cuda._sleep(1 << 20), 1 << 20, device)
+        self.cycles_per_s = spin_cycles_per_s(device)
         buf = torch.empty(1 << 27, dtype=torch.uint8, device=device)
         dst = torch.empty_like(buf)
-        self.copy_bytes_per_s = self._rate(lambda: dst.copy_(buf), buf.numel(), device)
-
-    @staticmethod
-    def _rate(work, amount: float, device) -> float:
-        work()  # warm
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(5):
-            work()
-        end.record()
-        end.synchronize()
-        return 5 * amount / (start.elapsed_time(end) * 1e-3)
+        dst.copy_(buf)  # warm-up
+        seconds = min(timed(lambda: dst.copy_(buf), device) for _ in range(3))
+        self.copy_bytes_per_s = buf.numel() / seconds
 
     def pad(self, nbytes: int, link_bytes_per_s: float) -> None:
         extra_s = nbytes / link_bytes_per_s - nbytes / self.copy_bytes_per_s
@@ -222,11 +214,11 @@ def _traffic(name: str, a: dict, device: torch.device, w: int, gathers, scatters
     if _link[0] and device not in _pacers:
         _pacers[device] = _Pacer(device)  # once, before any copy is queued
     stream.wait_stream(torch.cuda.current_stream(device))  # inputs are ready first
-    before = sum(TRAFFIC.values())
+    before = moved_bytes()
     with torch.cuda.stream(stream):
         touched = _copies(name, a, w, gathers, scatters)
         if _link[0]:
-            _pacers[device].pad(sum(TRAFFIC.values()) - before, _link[0])
+            _pacers[device].pad(moved_bytes() - before, _link[0])
         event = torch.cuda.Event()
         event.record(stream)
     for t in touched:  # the caching allocator must not hand these out while copies run

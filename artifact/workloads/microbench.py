@@ -39,7 +39,7 @@ import torch.distributed as dist
 
 from artifact.core.phases import MICROBENCH_PHASES as PHASES
 from artifact.measure.kernels import DELAY_MARK
-from artifact.measure.timing import SpanTimer, synchronize, timed
+from artifact.measure.timing import SpanTimer, spin_cycles_per_s, synchronize, timed
 from artifact.run.modes import Mode, issue, mode_of, moves_zero_bytes
 from artifact.workloads.precision import dtype_of, matmul_precision
 
@@ -110,7 +110,11 @@ class Microbench:
         # On a CPU the delayed chain is a thread: gloo has no streams to order it on.
         self._chain = ThreadPoolExecutor(1) if device.type != "cuda" and spec.delay_us > 0 else None
         delayed_on_gpu = side and spec.delay_us > 0
-        self._spin_cycles = _spin_cycles_per_us(device) * spec.delay_us if delayed_on_gpu else 0
+        # the spin's clock moves with power and temperature: the delay actually injected is
+        # read back from the trace, not taken from this
+        self._spin_cycles = (
+            spin_cycles_per_s(device) * spec.delay_us * 1e-6 if delayed_on_gpu else 0
+        )
         self.group = _cta_limited_group(spec.max_ctas) if spec.max_ctas else None
         self.comm_repeats = 1
         # the compute units' own time over a whole timed pass (runner.timed_pass's meter)
@@ -233,18 +237,6 @@ class _FutureWork:
     def wait(self) -> bool:
         self.future.result()
         return True
-
-
-def _spin_cycles_per_us(device: torch.device) -> float:
-    """Clock cycles of torch.cuda._sleep per microsecond, timed on this GPU now.
-
-    The spin counts SM clock cycles, and the clock moves with power and temperature, so
-    the delay actually injected is read back from the trace, not taken from this.
-    """
-    cycles = 1_000_000
-    torch.cuda._sleep(cycles)  # warm-up
-    seconds = min(timed(lambda: torch.cuda._sleep(cycles), device) for _ in range(3))
-    return cycles / (seconds * 1e6)
 
 
 def _cta_limited_group(ctas: int):
