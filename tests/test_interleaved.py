@@ -264,3 +264,32 @@ def test_every_rank_runs_as_many_rounds(tmp_path):
     port = 29650 + os.getpid() % 1000
     mp.spawn(_ranks_decide_together, args=(port, results), nprocs=2, join=True)
     assert results[0] == results[1] == 8
+
+
+def test_a_timed_pass_queues_its_iterations_with_no_synchronisation_between_them(
+    tmp_path, monkeypatch
+):
+    """The microbenchmark's timed pass (runner.timed_pass): one barrier and one
+    device-wide synchronisation before it, none between iterations (the counting seams),
+    so a device is never left idle while the host queues the next iteration; each
+    iteration's time is its own step's."""
+    from artifact.measure import timing
+
+    ctx = _context(tmp_path)
+    barriers = [0]
+    monkeypatch.setattr(
+        RunContext, "barrier", lambda self: barriers.__setitem__(0, barriers[0] + 1)
+    )
+    sleeps = [0.01, 0.03] * 4
+
+    def step():
+        time.sleep(sleeps[len(seen)])
+        seen.append(1)
+
+    seen: list[int] = []
+    syncs = timing.SYNC_CALLS[0]
+    e2e, _ = runner.timed_pass(ctx, step, len(sleeps), "q", with_power=False)
+    assert barriers[0] == 1 and timing.SYNC_CALLS[0] - syncs == 1
+    assert len(e2e) == len(sleeps)
+    for got, slept in zip(e2e, sleeps):
+        assert slept <= got < slept + 0.008

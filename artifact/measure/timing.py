@@ -1,8 +1,10 @@
 """Device-synchronised wall-clock timing of an iteration.
 
-The host clock is read after synchronising the whole device, so work on every stream
-(compute and communication side streams alike) is inside the measured time. That is
-what E2E means here; CUDA events on one stream would miss side-stream work.
+`timed` reads the host clock after synchronising the whole device, so work on every
+stream is inside the measured time (settling, training's rounds). `SpanTimer` marks
+spans on the current stream instead (CUDA events), for iterations queued back to back
+(the microbenchmark's timed pass) and the compute units within them; a marked step
+joins its side streams before it returns, so their work is inside its marks.
 """
 
 from __future__ import annotations

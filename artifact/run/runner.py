@@ -3,9 +3,10 @@
 For one phase (a mode, or an isolated-communication run) of one repetition:
   1. settle: the phase's own work runs until its step time and the SM clock are steady
      (bounded), so no phase inherits the previous one's power state;
-  2. the timed pass: at least N iterations and S seconds (the preset's), each started
-     together on all ranks (barrier) and measured device-synchronised, under the power
-     sampler where there is telemetry; E2E of an iteration is the slowest rank's time,
+  2. the timed pass: at least N iterations and S seconds (the preset's), queued back to
+     back after one barrier and each timed between marks on the current stream (CUDA
+     events; the host clock on a CPU), under the power sampler where there is telemetry,
+     so the device never waits for the host; E2E of an iteration is the slowest rank's time,
      E2E of the phase the median iteration, with the count of outlying iterations. A
      workload's meter times its own spans over the same pass (the microbenchmark's
      compute, by CUDA events: a second of matmuls, not the profiler's tenth);
@@ -41,7 +42,7 @@ from artifact.core.config import Preset
 from artifact.core.options import RunOptions
 from artifact.core.phases import balanced_order
 from artifact.measure import kernels, power
-from artifact.measure.timing import gc_paused, synchronize, timed
+from artifact.measure.timing import SpanTimer, gc_paused, synchronize, timed
 from artifact.run import emulation, procs
 from artifact.run.modes import OVERLAP_REPEAT
 from artifact.store import RunStore, atomic_write_text
@@ -359,20 +360,30 @@ def timed_pass(
     with_power: bool,
     meter: Meter | None = None,
 ) -> tuple[list[float], dict[str, list[float]]]:
-    """`n` iterations, each started together and timed device-synchronised (seconds), and
-    what was seen meanwhile: the meter's per-iteration lists, and with telemetry the power
-    sampler's (the clock; power if asked)."""
+    """`n` iterations queued back to back after one barrier, each timed between marks on
+    the current stream (seconds), and what was seen meanwhile: the meter's per-iteration
+    lists, and with telemetry the power sampler's (the clock; power if asked).
+
+    Queued, not each from an idle device: a power-limited GPU that idles while the host
+    queues an iteration's first kernel runs the rest at a higher clock, and the host's
+    share differs by mode (sequential calls the collective first), so idle-to-idle
+    timing biased V1 (docs/measurement.md, protocol item 6). A step joins its side
+    streams before it returns, so their work is inside its marks."""
     telemetry = ctx.power_backend.name != "none"
     sampler = power.PowerSampler(ctx.power_backend, ctx.power_interval_s) if telemetry else None
-    e2e = []
+    iterations = SpanTimer(ctx.device, "e2e_ms")
     ctx.barrier()
+    synchronize(ctx.device)
     if meter is not None:
         meter.begin()
     with gc_paused(), sampler or contextlib.nullcontext():
+        iterations.begin()
         for i in range(n):
             ctx.progress(f"{what}: timed iteration {i + 1}/{n}")
-            ctx.barrier()
-            e2e.append(timed(step, ctx.device))
+            iterations.next_iteration()
+            with iterations.span():
+                step()
+        e2e = [ms / 1e3 for ms in iterations.end()["e2e_ms"]]  # waits for the device
     seen = meter.end() if meter is not None else {}
     if sampler is None:
         return e2e, seen

@@ -180,6 +180,8 @@ class Microbench:
         zero = moves_zero_bytes(phase)
         batches = self._comm_batches(phase)
         self.compute_timer.next_iteration()
+        if self.side_stream is not None:  # queued iterations: not before the last one ends
+            self.side_stream.wait_stream(torch.cuda.current_stream(self.device))
         handles = []
         for i, count in enumerate(batches):
             handles += [
