@@ -291,5 +291,5 @@ def test_a_timed_pass_queues_its_iterations_with_no_synchronisation_between_them
     e2e, _ = runner.timed_pass(ctx, step, len(sleeps), "q", with_power=False)
     assert barriers[0] == 1 and timing.SYNC_CALLS[0] - syncs == 1
     assert len(e2e) == len(sleeps)
-    for got, slept in zip(e2e, sleeps):
+    for got, slept in zip(e2e, sleeps, strict=True):
         assert slept <= got < slept + 0.008
