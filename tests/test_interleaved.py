@@ -275,10 +275,10 @@ def test_a_timed_pass_queues_its_iterations_with_no_synchronisation_between_them
     iteration's time is its own step's."""
     from artifact.measure import timing
 
-    ctx = _context(tmp_path)
+    ctx = cpu_context(tmp_path, "fig8")
     barriers = [0]
     monkeypatch.setattr(
-        RunContext, "barrier", lambda self: barriers.__setitem__(0, barriers[0] + 1)
+        runner.RunContext, "barrier", lambda self: barriers.__setitem__(0, barriers[0] + 1)
     )
     sleeps = [0.01, 0.03] * 4
 
