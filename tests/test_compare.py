@@ -415,3 +415,34 @@ def test_fsdp2_rows_are_shown_but_never_judged_against_the_paper(tmp_path, expec
     other.mkdir()
     got = verdicts_of(compare(_folder(other, paper + beyond, configs), expected_dir))
     assert got["slowdown_mean"] == got["all_positive"] == "not reproduced"
+
+
+def test_a_configuration_two_figures_share_counts_once():
+    """fig8 copies fig6's records (run/reuse.py) and its power claim pools [fig8, fig6]:
+    on one H200 (session 11) the copy counted twice narrowed the CI from [-6.15, +3.21]
+    to [-4.78, +1.84]. One configuration, one piece of evidence."""
+    from artifact.judge.compare import mean_of_means, select
+
+    def row(figure, config_id, mean, low, high):
+        return {"figure": figure, "config_id": config_id, "mode": "derived"} | {
+            "metric": "peak_power_increase",
+            "mean": mean,
+            "ci_low": low,
+            "ci_high": high,
+            "n": 5,
+        }
+
+    summary = pd.DataFrame(
+        [
+            row("fig6", "shared", -0.0147, -0.0615, 0.0321),
+            row("fig6", "fig6-only", 0.02, 0.01, 0.03),
+            row("fig8", "shared", -0.0147, -0.0615, 0.0321),
+        ]
+    )
+    both = select(summary, {"figure": ["fig8", "fig6"], "mode": "derived"}, "peak_power_increase")
+    assert sorted(zip(both["figure"], both["config_id"], strict=True)) == [
+        ("fig6", "fig6-only"),
+        ("fig8", "shared"),
+    ]
+    shared = both[both["config_id"] == "shared"]
+    assert mean_of_means(shared)[1:] == pytest.approx((-0.0615, 0.0321))

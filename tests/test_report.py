@@ -183,7 +183,7 @@ def test_checklist_and_notes_come_from_the_run(tiny_run):
     assert records == 2 * len(microbench_phases(noise_floor=True, moves_data=True))
     ref = {f: f"{reference.of('tiny_measured_s', f):.0f} s" for f in ("fig4", "fig8", "fig9")}
     fig8 = re.search(
-        rf"\| fig8 \| (\d+) s \((\d+) records\) \| {ref['fig8']} \| [^|]+ \|", checklist
+        rf"\| fig8 \| (\d+) s \((\d+) records measured\) \| {ref['fig8']} \| [^|]+ \|", checklist
     )
     assert fig8 and int(fig8.group(2)) == records and 0 <= int(fig8.group(1)) < 300
     assert f"| fig4 (also fig5) | no records | {ref['fig4']} |" in checklist
@@ -448,3 +448,27 @@ def test_run_time_leaves_out_pauses_and_counts_starts(tmp_path):
     assert t.pauses_s == [pytest.approx(883 + 7.5)]
     assert t.active_s == pytest.approx(59 * 7.5 - 7.5)
     assert figure_time(tmp_path, "fig8") is None
+
+
+def test_run_time_leaves_out_records_copied_from_another_figure(tmp_path):
+    """Session 11 on one H200: fig11's FP32 row is fig10's (copied with their timestamps),
+    so its span read 8.2 min for 131 s of work; fig8 copies all of fig6's."""
+    from artifact.report.runtime import figure_time
+
+    base = pd.Timestamp("2026-12-04T17:40:00+00:00")
+
+    def write(figure, k, seconds, source=None):
+        path = tmp_path / "records" / figure / "c" / "overlap" / f"rep-{k:03d}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        at = (base + pd.Timedelta(seconds=seconds)).isoformat()
+        path.write_text(json.dumps({"provenance": {"timestamp": at}, "reused_from": source}))
+
+    for k in range(20):
+        write("fig11", k, 600 + 6 * k)  # its own row, after fig10
+        write("fig11", 100 + k, 6 * k, source="fig10")  # fig10's, ten minutes earlier
+        write("fig8", k, 6 * k, source="fig6")
+    t = figure_time(tmp_path, "fig11")
+    assert (t.records, t.copied) == (20, {"fig10": 20})
+    assert t.active_s == pytest.approx(19 * 6)
+    copy = figure_time(tmp_path, "fig8")
+    assert (copy.records, copy.copied, copy.active_s) == (0, {"fig6": 20}, 0)

@@ -125,6 +125,7 @@ def test_v1_is_a_check_row_a_configuration(mean, low, high, verdict):
     (row,) = v1_verdicts(summary)
     assert (row["figure"], row["config_id"], row["verdict"]) == ("fig4", "a", verdict)
     assert f"{100 * mean:+.2f} %" in row["reason"]
+    assert "[-1, +1] %" in row["reason"]  # the margin in the unit of the CI beside it
 
 
 def test_v1_with_too_few_repetitions_is_inconclusive():

@@ -81,11 +81,19 @@ def _as_list(v: Any) -> list:
 
 
 def select(summary: pd.DataFrame, filters: dict[str, Any], metric: str | None) -> pd.DataFrame:
+    """The summary's rows that match `filters`. Where several figures are asked for, a
+    configuration both ran (one copies the other's records, run/reuse.py) counts once,
+    under the first figure listed: the same repetitions are not two pieces of evidence."""
     rows = summary
     if metric is not None:
         rows = rows[rows["metric"] == metric]
     for key, want in filters.items():
         rows = rows[rows[key].isin(_as_list(want))]
+    figures = _as_list(filters.get("figure", []))
+    if len(figures) > 1 and not rows.empty:
+        order = rows["figure"].map(figures.index)
+        rows = rows.loc[order.sort_values(kind="stable").index]
+        rows = rows.drop_duplicates(["config_id", "mode", "metric"]).sort_index()
     return rows
 
 

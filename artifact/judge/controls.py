@@ -74,7 +74,7 @@ def verdict_rows(summary: pd.DataFrame, configs: Mapping[str, dict]) -> list[dic
     out = []
     for r in readings(summary, configs).to_dict("records"):
         edges = (-CONTROL_MARGIN, CONTROL_MARGIN)
-        verdict, why = equivalence(r["ci_low"], r["ci_high"], int(r["n"]), edges)
+        verdict, why = equivalence(r["ci_low"], r["ci_high"], int(r["n"]), edges, percent=True)
         out.append(
             {
                 "figure": r["figure"],

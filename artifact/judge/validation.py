@@ -151,7 +151,9 @@ def v1_verdicts(summary: pd.DataFrame) -> list[dict]:
     rows = summary[(summary["mode"] == "derived") & (summary["metric"] == "v1_baseline_gap")]
     out = []
     for r in rows.itertuples():
-        verdict, how = equivalence(r.ci_low, r.ci_high, int(r.n), (-V1_MARGIN, V1_MARGIN))
+        verdict, how = equivalence(
+            r.ci_low, r.ci_high, int(r.n), (-V1_MARGIN, V1_MARGIN), percent=True
+        )
         out.append(
             _check_row(
                 r.figure,

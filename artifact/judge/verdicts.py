@@ -85,13 +85,17 @@ def tally(verdicts: pd.DataFrame) -> str:
     return line
 
 
-def equivalence(low: float, high: float, n: int, edges: tuple[float, float]) -> tuple[str, str]:
+def equivalence(
+    low: float, high: float, n: int, edges: tuple[float, float], percent: bool = False
+) -> tuple[str, str]:
     """The one equivalence rule of the checks and controls (V1, V2's slopes, the negative
     controls): (verdict, why) of a 95 % CI against the band `edges`. It holds where the
     whole CI lies inside the band, fails where it lies wholly outside, and is
     inconclusive where it reaches across an edge, or with fewer than MIN_REPETITIONS
-    repetitions: a wide interval is no evidence of a match."""
-    band = f"[{edges[0]:+.4g}, {edges[1]:+.4g}]"
+    repetitions: a wide interval is no evidence of a match. `percent` writes the band in %
+    (the edges are fractions), as the rows it sits in write their CIs."""
+    scale, unit = (100, " %") if percent else (1, "")
+    band = f"[{scale * edges[0]:+.4g}, {scale * edges[1]:+.4g}]{unit}"
     if n < MIN_REPETITIONS:
         return (
             "inconclusive",

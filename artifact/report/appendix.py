@@ -207,7 +207,12 @@ def _run_time(run: Results, exp: str) -> str:
     t = figure_time(run.out, exp)
     if t is None:
         return "no records"
-    text = f"{duration(t.active_s)} ({t.records} records)"
+    copies = ", ".join(f"{n} copied from {src}" for src, n in sorted(t.copied.items()))
+    if not t.records:
+        return f"no time of its own ({copies}, the same configurations)"
+    text = f"{duration(t.active_s)} ({t.records} records measured" + (
+        f"; {copies})" if copies else ")"
+    )
     if t.pauses_s:
         text += (
             f"; paused {len(t.pauses_s)} time(s), {duration(sum(t.pauses_s))} in all, not counted"

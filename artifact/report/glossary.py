@@ -54,7 +54,7 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
     (
         "E2E",
-        "end-to-end time of one training iteration (or one microbenchmark iteration), measured with device-synchronised timers.",
+        "end-to-end time of one training iteration (or one microbenchmark iteration), measured with device-synchronised timers (training) or CUDA events between iterations queued back to back (microbenchmarks).",
     ),
     ("ideal", "Eq. 4's end-to-end time (derived)."),
     (

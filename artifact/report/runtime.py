@@ -1,6 +1,8 @@
 """How long each figure of this run took, read from the run itself: the records'
 timestamps (first to last record, less the pauses between them) and how many times the
-figure was started (each start writes launch.RUN_HEADER into its log)."""
+figure was started (each start writes launch.RUN_HEADER into its log). Records copied
+from another figure (run/reuse.py) keep that figure's timestamps: they are counted apart
+and take no part in the time."""
 
 from __future__ import annotations
 
@@ -24,27 +26,33 @@ class FigureTime:
     span_s: float  # first to last record
     pauses_s: list[float] = field(default_factory=list)
     starts: int = 0  # runs started into this folder (its log's RUN_HEADER lines)
+    copied: dict[str, int] = field(default_factory=dict)  # source figure -> records copied
 
     @property
     def active_s(self) -> float:
         return self.span_s - sum(self.pauses_s)
 
 
-def _stamps(folder: Path) -> list[datetime]:
-    out = []
+def _stamps(folder: Path) -> tuple[list[datetime], dict[str, int]]:
+    """The measured records' timestamps, and how many records came from which figure."""
+    out, copied = [], {}
     for path in folder.glob("**/rep-*.json"):
         try:
-            stamp = json.loads(path.read_text())["provenance"]["timestamp"]
+            record = json.loads(path.read_text())
+            stamp = record["provenance"]["timestamp"]
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a record without a timestamp says nothing about time
-        out.append(datetime.fromisoformat(stamp))
-    return sorted(out)
+        if source := record.get("reused_from"):
+            copied[source] = copied.get(source, 0) + 1
+        else:
+            out.append(datetime.fromisoformat(stamp))
+    return sorted(out), copied
 
 
 def figure_time(out: Path, figure: str) -> FigureTime | None:
     """`figure`'s time in the run folder `out`; None where it holds no records of it."""
-    stamps = _stamps(Path(out) / "records" / figure)
-    if not stamps:
+    stamps, copied = _stamps(Path(out) / "records" / figure)
+    if not stamps and not copied:
         return None
     gaps = [(b - a).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)]
     # records written together (one a phase) are a millisecond apart: not a gap
@@ -52,4 +60,5 @@ def figure_time(out: Path, figure: str) -> FigureTime | None:
     pauses = [g for g in gaps if g > max(PAUSE_MIN_S, PAUSE_FACTOR * usual)]
     log = Path(out) / "logs" / f"{figure}.log"
     starts = log.read_text(errors="replace").count(RUN_HEADER) if log.is_file() else 0
-    return FigureTime(len(stamps), (stamps[-1] - stamps[0]).total_seconds(), pauses, starts)
+    span = (stamps[-1] - stamps[0]).total_seconds() if stamps else 0.0
+    return FigureTime(len(stamps), span, pauses, starts, copied)
