@@ -280,7 +280,11 @@ def test_summarize_compare_and_report_take_a_throwaway_figure(throwaway, tmp_pat
     # the time table: this run's time, no reference time (tiny's has no fig99), the plan's
     # paper-preset estimate priced as fig8's
     cells = [line.strip("| ").split(" | ") for line in md.splitlines() if line.startswith("| fig")]
-    ran = [c for c in cells if len(c) == 4 and (c[1].endswith("records measured)") or c[1] == "no records")]
+    ran = [
+        c
+        for c in cells
+        if len(c) == 4 and (c[1].endswith("records measured)") or c[1] == "no records")
+    ]
     times = {c[0]: c for c in ran}
     assert times["fig99"][1:3] == ["0 s (15 records measured)", "not in the reference run"]
     assert times["fig99"][3] == times["fig8"][3] != ""
