@@ -15,7 +15,7 @@ from artifact.run import runner
 from artifact.store import RunStore
 from tests.conftest import cpu_context
 
-BASE_S = 0.02  # a step of 20 ms
+BASE_S = 0.04  # a step of 40 ms: a loaded host's sleep overshoots by a few ms
 SPELL = 1.5  # a slow spell makes every step 50 % slower
 
 
@@ -49,7 +49,7 @@ def test_a_slow_spell_biases_per_phase_passes_but_not_interleaved_rounds(tmp_pat
     )
     assert settled["settle_iters"] == 2 and len(timed["a"]["e2e_ms"]) == 6  # 1 round
     adjusted = runner.round_adjusted({p: v["e2e_ms"] for p, v in timed.items()})
-    assert abs(adjusted["b"][0] / adjusted["a"][0] - 1) < 0.05
+    assert abs(adjusted["b"][0] / adjusted["a"][0] - 1) < 0.1  # against +50 % above
 
 
 def test_rounds_follow_the_williams_rows(tmp_path):
