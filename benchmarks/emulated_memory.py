@@ -119,6 +119,7 @@ def configurations(preset: Preset, world: int, figures: list[str], device) -> li
     from artifact.run.runner import RunContext
     from artifact.store import RunStore
 
+    # what the builders read; nothing is written to its store
     ctx = RunContext(
         figure="",
         preset=preset,
@@ -131,7 +132,7 @@ def configurations(preset: Preset, world: int, figures: list[str], device) -> li
         warmup=1,
         iters=1,
         options=RunOptions(emulate_world=world),
-    )  # fmt: skip  (the builders read it, nothing writes to its store)
+    )
     points: dict[str, tuple] = {}
     for fig in figures:
         for model, par, mb, prec in training_grid(preset, fig):
