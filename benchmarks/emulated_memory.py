@@ -32,6 +32,7 @@ from pathlib import Path
 
 # this checkout's artifact package, not another one an editable install may point to
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from artifact import env as envmod  # noqa: E402
 from artifact.core.config import Preset, get_preset  # noqa: E402
 from artifact.core.emulated import ACCEPTED, EMULATION_OPTIONS, check_world  # noqa: E402
 from artifact.core.errors import ArtifactError, bad_choice  # noqa: E402
@@ -47,6 +48,7 @@ FIGURES = tuple(
 )
 OFF = 0.10  # a peak further than this from its estimate is listed (and the estimate corrected)
 CPU_REASON = "no device memory counter on CPU"
+PEAKS = ("peak_allocated_gib", "peak_reserved_gib")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -151,8 +153,9 @@ def row_of(point, figures: list[str], world: int) -> dict:
         "world": world,
         # what the run gates on (artifact.experiments.training.cannot_run) and the plan shows
         "estimate_gib": memory.estimate(point.spec, world) / GIB,
-        "peak_allocated_gib": None,  # measured on a GPU only
-        "peak_reserved_gib": None,
+        # measured on a GPU only: after the warm-up, and over the build and the warm-up
+        **dict.fromkeys(PEAKS),
+        **dict.fromkeys(("warmup_peak_allocated_gib", "warmup_peak_reserved_gib")),
     }
 
 
@@ -177,7 +180,14 @@ def measure(args: argparse.Namespace, config_id: str, timeout: float) -> dict | 
         return None
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "result.json"
-        argv = [sys.executable, __file__, "--child", config_id, "--result", str(result)]
+        argv = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--child",
+            config_id,
+            "--result",
+            str(result),
+        ]
         for flag in ("preset", "world", "figures", "steps", "out"):
             argv += [f"--{flag}", str(getattr(args, flag))]
         try:
@@ -257,8 +267,9 @@ def load(path: Path, head: dict) -> dict:
 
 
 def line(row: dict) -> str:
-    peak = row.get("peak_allocated_gib")
-    measured = f"peak {peak:.1f} GiB (x{row['ratio']:.2f})" if peak is not None else "no peak"
+    peak, ratio = row["peak_allocated_gib"], row["ratio"]
+    measured = "no peak" if peak is None else f"peak {peak:.1f} GiB"
+    measured += "" if ratio is None else f" (x{ratio:.2f})"
     why = f": {row['reason']}" if row["reason"] else ""
     return (
         f"{row['config_id']}: {row['status']}, estimate {row['estimate_gib']:.1f} GiB, "
@@ -267,24 +278,24 @@ def line(row: dict) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    """Markdown: the measured rows more than OFF from their estimate."""
-    measured = [r for r in rows if r.get("ratio") is not None]
-    off = [r for r in measured if abs(r["ratio"] - 1) > OFF]
+    """Markdown: the measured rows more than OFF from their estimate, and those that ran
+    out of memory where the estimate said they fit (their peak: the last before it)."""
+    measured = [r for r in rows if r["ratio"] is not None or r["status"] == "oom"]
+    off = [r for r in measured if r["ratio"] is None or abs(r["ratio"] - 1) > OFF]
     if not measured:
         return "no peak measured yet: nothing to compare with the estimate"
     if not off:
-        return f"every measured peak ({len(measured)}) within {OFF:.0%} of its estimate"
+        return f"every measured peak ({len(measured)}) within {OFF * 100:.0f} % of its estimate"
     out = [
-        f"{len(off)} of {len(measured)} measured peaks more than {OFF:.0%} off the estimate:",
+        f"{len(off)} of {len(measured)} measured rows more than {OFF * 100:.0f} % off the estimate:",
         "",
         "| configuration | estimate GiB | peak allocated GiB | peak reserved GiB | peak / estimate |",
         "|---|---:|---:|---:|---:|",
     ]
     for r in off:
-        out.append(
-            f"| {r['config_id']} | {r['estimate_gib']:.1f} | {r['peak_allocated_gib']:.1f} "
-            f"| {r['peak_reserved_gib']:.1f} | {r['ratio']:.2f} |"
-        )
+        gib = [f"{r[k]:.1f}" if r[k] is not None else "-" for k in PEAKS]
+        ratio = "out of memory" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        out.append(f"| {r['config_id']} | {r['estimate_gib']:.1f} | {' | '.join(gib)} | {ratio} |")
     return "\n".join(out)
 
 
@@ -302,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     except ArtifactError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    doc |= {"device": str(device), "gpu_memory_gib": budget}
+    # the latest run's (a resumed table's earlier rows came from earlier runs)
+    doc |= {"provenance": envmod.capture(), "gpu_memory_gib": budget}
     deadline = start + args.seconds if args.seconds else float("inf")
     done = {r["config_id"] for r in doc["rows"]}
     todo = configurations(preset, world, figures, device)
@@ -319,8 +331,9 @@ def main(argv: list[str] | None = None) -> int:
             if outcome is None:
                 print(f"stopped: --seconds {args.seconds:g} reached; a rerun goes on from here")
                 break
-        peak = outcome.get("peak_allocated_gib")
-        row |= outcome | {"ratio": None if peak is None else peak / row["estimate_gib"]}
+        row |= outcome
+        ran = row["status"] == "ran" and row["peak_allocated_gib"] is not None
+        row["ratio"] = row["peak_allocated_gib"] / row["estimate_gib"] if ran else None
         row["elapsed_s"] = time.monotonic() - began
         doc["rows"].append(row)
         atomic_write_text(args.out, json.dumps(strict_json(doc), indent=1) + "\n")

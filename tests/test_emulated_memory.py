@@ -5,6 +5,7 @@ on: a row for every training configuration with the estimate the run gates on, t
 reasons for what is not run, the time bound, the resume and the refusals."""
 
 import dataclasses
+import importlib.util
 import json
 import os
 import subprocess
@@ -123,3 +124,50 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, flags, named
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [r.stderr.strip()] and named in r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_configuration_above_the_device_memory_is_recorded_not_run(tmp_path):
+    out = tmp_path / "memory.json"
+    r = bench("--preset", "tiny", "--world", "2", "--out", str(out), "--gpu-memory-gib", "0.5")
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = rows(out)
+    assert set(got) == set(tiny_configurations(2))
+    for cid, row in got.items():
+        if "_pipeline_" not in cid:  # the pipeline's refusal comes first
+            why = f"estimate {row['estimate_gib']:.1f} GiB does not fit 0.5 GiB"
+            assert (row["status"], row["reason"]) == ("does not fit", why), cid
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("emulated_memory", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_table_lists_peaks_more_than_10_percent_off_and_out_of_memory():
+    """What the GPU session reads at the end, from rows as a GPU writes them."""
+    em = _script()
+
+    def row(cid, status, estimate, peak):
+        ratio = peak / estimate if status == "ran" and peak is not None else None
+        reserved = None if peak is None else peak + 1
+        return {"config_id": cid, "status": status, "estimate_gib": estimate,
+                "peak_allocated_gib": peak, "peak_reserved_gib": reserved, "ratio": ratio,
+                "reason": "", "elapsed_s": 30.0}  # fmt: skip
+
+    table = [
+        row("within", "ran", 40.0, 43.9),
+        row("above", "ran", 40.0, 44.1),
+        row("below", "ran", 40.0, 35.9),
+        row("oom", "oom", 70.0, 79.5),
+        row("cpu", "ran", 1.0, None),
+        row("big", "does not fit", 150.0, None),
+    ]
+    text = em.table(table)
+    listed = [x.split("|")[1].strip() for x in text.splitlines() if x.startswith("| ")][1:]
+    assert listed == ["above", "below", "oom"], text
+    assert "3 of 4 measured rows" in text and "| out of memory |" in text
+    assert "x1.10" in em.line(table[1]) and "peak 79.5 GiB" in em.line(table[3])
+    assert em.table(table[:1]).startswith("every measured peak (1) within 10 %")
+    assert em.table(table[4:]).startswith("no peak measured yet")
