@@ -68,6 +68,7 @@ def first_runs(tmp_path_factory):
     return out, stopped, partial, full
 
 
+@pytest.mark.slow  # two DeepSpeed processes under the fake group
 def test_every_tiny_configuration_has_its_row_and_estimate(first_runs):
     out, _, _, full = first_runs
     assert full.returncode == 0, full.stderr[-3000:]
@@ -90,6 +91,7 @@ def test_every_tiny_configuration_has_its_row_and_estimate(first_runs):
     assert "no peak measured yet" in full.stdout
 
 
+@pytest.mark.slow
 def test_the_time_bound_keeps_finished_rows_and_a_rerun_finishes(first_runs):
     _, stopped, partial, full = first_runs
     assert stopped.returncode == 0, stopped.stderr[-3000:]
@@ -101,6 +103,7 @@ def test_the_time_bound_keeps_finished_rows_and_a_rerun_finishes(first_runs):
     assert full.stdout.count("kept from") == len(partial)
 
 
+@pytest.mark.slow
 def test_a_rerun_redoes_nothing(first_runs):
     out, _, _, _ = first_runs
     before = out.read_text()
