@@ -12,7 +12,7 @@ Recorded, not run: a configuration the estimate puts above the device's memory, 
 pipeline (emulation refuses it) and a precision the device lacks.
 
 The JSON is rewritten after each row, smallest estimate first, and a rerun keeps the rows
-it holds, so time-bounded calls add up. Prints a line a row, then a markdown table of the
+it holds (`--redo-failed`: all but the failed ones), so time-bounded calls add up. Prints a line a row, then a markdown table of the
 rows more than 10 % off their estimate.
 
     python benchmarks/emulated_memory.py --preset paper --world 4 --out memory.json --seconds 540
@@ -66,6 +66,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="a configuration still running after this is recorded failed (default 300)",
     )
     p.add_argument("--gpu-memory-gib", type=float, help="default: the device's")
+    p.add_argument("--redo-failed", action="store_true", help="run the rows recorded failed again")
     p.add_argument("--child", help=argparse.SUPPRESS)  # a config id: measure it here
     p.add_argument("--result", type=Path, help=argparse.SUPPRESS)  # where the child writes
     return p.parse_args(argv)
@@ -315,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # the latest run's (a resumed table's earlier rows came from earlier runs)
     doc |= {"provenance": envmod.capture(), "gpu_memory_gib": budget}
+    if args.redo_failed:  # e.g. after a fix: the rest are kept
+        doc["rows"] = [r for r in doc["rows"] if r["status"] != "failed"]
     deadline = start + args.seconds if args.seconds else float("inf")
     done = {r["config_id"] for r in doc["rows"]}
     todo = configurations(preset, world, figures, device)

@@ -174,3 +174,21 @@ def test_the_table_lists_peaks_more_than_10_percent_off_and_out_of_memory():
     assert "x1.10" in em.line(table[1]) and "peak 79.5 GiB" in em.line(table[3])
     assert em.table(table[:1]).startswith("every measured peak (1) within 10 %")
     assert em.table(table[4:]).startswith("no peak measured yet")
+
+
+@pytest.mark.slow
+def test_redo_failed_runs_the_failed_rows_again_and_keeps_the_rest(first_runs, tmp_path):
+    out = tmp_path / "memory.json"
+    doc = json.loads(first_runs[0].read_text())
+    failed = "gpt-tiny_fsdp_fp16_mb2_w2_e2"  # refused on this CPU: redone without a run
+    for row in doc["rows"]:
+        if row["config_id"] == failed:
+            row.update(status="failed", reason="exit 1: a bug since fixed")
+    out.write_text(json.dumps(doc))
+    r = bench("--preset", "tiny", "--world", "2", "--out", str(out), "--redo-failed")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert rows(out)[failed]["status"] == "refused"
+    assert {c: x for c, x in rows(out).items() if c != failed} == {
+        c: x for c, x in rows(first_runs[0]).items() if c != failed
+    }
+    assert r.stdout.count("kept from") == len(doc["rows"]) - 1
