@@ -12,8 +12,8 @@ Recorded, not run: a configuration the estimate puts above the device's memory, 
 pipeline (emulation refuses it) and a precision the device lacks.
 
 The JSON is rewritten after each row, smallest estimate first, and a rerun keeps the rows
-it holds (`--redo-failed`: all but the failed ones), so time-bounded calls add up. Prints a line a row, then a markdown table of the
-rows more than 10 % off their estimate.
+it holds (`--redo-failed`: all but the failed ones), so time-bounded calls add up. Prints
+a line a row, then a markdown table of the rows more than 10 % off their estimate.
 
     python benchmarks/emulated_memory.py --preset paper --world 4 --out memory.json --seconds 540
     python benchmarks/emulated_memory.py --preset tiny --world 2 --out m.json  # CPU: no peaks
