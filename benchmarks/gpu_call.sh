@@ -3,6 +3,8 @@
 # install the carried wheels (.whl/), then optional benchmarks, then README's main command
 # (`nox -s all`, quick) resumed from .resume/run.tgz until the call's time is up.
 # Usage, from the repository root: bash benchmarks/gpu_call.sh OUT_DIR SECONDS [bench]
+# (bench: largest, bench, or memory: the paper preset's memory table at W = 4, which takes
+# the call; carry the last call's emulated_memory.json in .resume/ and it goes on from there)
 # (SECONDS at most the call's limit less 30 s: a stopped run takes up to 20 s to write its status)
 set -uo pipefail
 out=${1:?out dir}; seconds=${2:?seconds}; bench=${3:-}
@@ -16,6 +18,15 @@ if [ "$bench" = largest ]; then
     --micro-batch 8 --recompute --iters 2 --warmup 1 > "$out/largest.json" 2> "$out/bench.err"
   tail -c 3000 "$out/bench.err" > "$out/bench_tail.err"; rm -f "$out/bench.err"
   echo "largest done after $(( $(date +%s) - start )) s"
+fi
+if [ "$bench" = memory ]; then
+  # rank 0's peak at W = 4 beside the estimate, smallest estimate first, each configuration
+  # in a process of its own (benchmarks/emulated_memory.py); stops 20 s before its timeout
+  [ -f .resume/emulated_memory.json ] && cp .resume/emulated_memory.json "$out/"
+  n=$(( seconds - ($(date +%s) - start) - 10 ))
+  timeout "$n" python3 benchmarks/emulated_memory.py --preset paper --world 4 \
+    --out "$out/emulated_memory.json" --seconds $(( n - 20 )) > "$out/memory.log" 2>&1
+  echo "memory exit $? after $(( $(date +%s) - start )) s"; tail -n 25 "$out/memory.log"
 fi
 if [ "$bench" = bench ]; then
   b=$out/bench; mkdir -p "$b"  # comes back as one bench.tgz (a call returns 8 files at most)
