@@ -164,7 +164,7 @@ def pending(
     configs: list[ConfigPoint],
     phases: tuple[str, ...] | Callable[[ConfigPoint], tuple[str, ...]],
     numbered: tuple[int, int] | None = None,
-) -> Iterator[tuple[ConfigPoint, list[int]]]:
+) -> Iterator[tuple[ConfigPoint, Iterable[int]]]:
     """Each configuration with repetitions still to measure, and those repetitions; one
     whose every phase (`phases`, or `phases(point)`) of every repetition is on disk is
     skipped (a resumed run). With --adaptive the repetitions come lazily: the pilot's,
