@@ -80,6 +80,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         allow_power_cap=args.allow_power_cap,
         emulate_world=args.emulate_world,
         link_gbps=args.link_gbps,
+        adaptive=args.adaptive,
     )
     if options.emulate_world:
         check_alone(args, options.emulate_world)
@@ -316,6 +317,8 @@ def _print_outcome(args, store, figure: str, out: Path) -> int:
         console.print(f"{figure}: {status['status']} ({status['reason']})")
     for config_id, st in status.get("configs", {}).items():
         console.print(f"{figure}: {config_id}: {st['status']}: {st['reason']}")
+    for config_id, line in status.get("stopped", {}).items():  # --adaptive's decisions
+        console.print(f"{figure}: {config_id}: {line}", markup=False, highlight=False)
     if not store.record_count():  # counted, not read: write_summary reads them
         return 0
     from artifact.analyze.summarize import write_summary
@@ -502,6 +505,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or rocm (default auto)")
     run.add_argument("--out", help="output folder (default results/<timestamp>-<preset>)")
     run.add_argument("--reps", type=int, help="repetitions (default: the preset's)")
+    run.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="the stopping rule: --reps (or the preset's) becomes the most repetitions; each "
+        "configuration runs 5, then as many as its judged quantities need (docs/measurement.md)",
+    )
     run.add_argument("--gpus", type=int, help="GPUs to use (default: all)")
     run.add_argument("--nproc", type=int, help="gloo processes on CPU (default: the preset's)")
     run.add_argument("--models", help="comma-separated model names (FSDP and pipeline figures)")

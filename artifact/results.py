@@ -49,6 +49,11 @@ class Results:
         """verdicts.csv: compare judges, the report only reads (a missing one is an error)."""
         return load_verdicts(self.out)
 
+    @cached_property
+    def stopping(self) -> dict[tuple[str, str], dict]:
+        """(figure, config id) -> the decision of each configuration run with --adaptive."""
+        return RunStore(self.out).stopping()
+
     def records(self, figure: str) -> list[dict]:
         """One figure's records (V2 fits them per repetition)."""
         return [r for r in RunStore(self.out).records() if r["figure"] == figure]

@@ -2,6 +2,7 @@
 
 Layout under OUT/:
     records/<figure>/<config-id>/<mode>/rep-NNN.json   one repetition each
+    records/<figure>/<config-id>/stopping.json        --adaptive: its repetitions, decided once
     summary.csv, verdicts.csv, report/                  written by later stages
 
 Every file is written to a hidden temporary file in the same folder, fsynced and then
@@ -28,6 +29,7 @@ from artifact import env as envmod
 from artifact.core.errors import ArtifactError
 
 SCHEMA_VERSION = 1
+STOPPING = "stopping.json"  # an adaptive configuration's decision, beside its mode folders
 UMASK = os.umask(0o022)  # read the process's umask (only way to read it) ...
 os.umask(UMASK)  # ... and put it back
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]*$")
@@ -118,6 +120,21 @@ class RunStore:
             / f"rep-{rep:03d}.json"
         )
 
+    def stopping_path(self, figure: str, config_id: str) -> Path:
+        """Where an adaptive configuration's decision lies (artifact.run.adaptive)."""
+        return self.records_dir / _check_id("figure", figure) / _check_id("config id", config_id) / STOPPING  # fmt: skip
+
+    def write_stopping(self, figure: str, config_id: str, decision: dict[str, Any]) -> Path:
+        path = self.stopping_path(figure, config_id)
+        atomic_write(path, lambda f: dump_json(decision, f))
+        return path
+
+    def stopping(self, figure: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+        """(figure, config id) -> its stopping decision, for every adaptive configuration."""
+        base = self.records_dir / figure if figure else self.records_dir
+        found = sorted(base.glob(f"**/{STOPPING}"))
+        return {(p.parent.parent.name, p.parent.name): json.loads(p.read_text()) for p in found}
+
     def has(self, figure: str, config_id: str, mode: str, rep: int) -> bool:
         return self.record_path(figure, config_id, mode, rep).is_file()
 
@@ -159,9 +176,11 @@ class RunStore:
         atomic_write(path, lambda f: dump_json(record, f))
         return path
 
-    def records(self, figure: str | None = None) -> list[dict[str, Any]]:
-        """All finished records (sorted by path); temporary files are never read."""
+    def records(self, figure: str | None = None, config_id: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+        """All finished records (sorted by path), of a figure or one of its configurations;
+        temporary files are never read."""
         base = self.records_dir / figure if figure else self.records_dir
+        base = base / config_id if figure and config_id else base
         out = []
         for path in sorted(base.glob("**/rep-*.json")):
             try:

@@ -42,6 +42,8 @@ class RunOptions:
     # rank 0 of this many ranks alone on one device (artifact.run.emulation)
     emulate_world: int | None = _flag("--emulate-world")
     link_gbps: float | None = _flag("--link-gbps")  # emulated link, GB/s one way
+    # the stopping rule in the run loop: the repetitions become a maximum (runner.pending)
+    adaptive: bool | None = _flag("--adaptive")
 
     def __post_init__(self):
         if self.precision is not None:
@@ -92,6 +94,7 @@ class RunOptions:
         allow_power_cap=False,
         emulate_world=None,
         link_gbps=None,
+        adaptive=False,
     ) -> RunOptions:
         """The options as the CLI's flags give them (MiB, ms, comma lists)."""
         impls = fsdp_impl and ",".join(i.strip() for i in fsdp_impl.split(","))
@@ -107,6 +110,7 @@ class RunOptions:
             allow_power_cap=allow_power_cap or None,
             emulate_world=None if emulate_world is None else check_world(emulate_world),
             link_gbps=None if link_gbps is None else check_link(link_gbps),
+            adaptive=adaptive or None,
         )
 
     def given(self) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """The plan with the stopping rule (artifact.analyze.stopping): each configuration priced
 at the repetitions the rule would give it, the pilot's spread taken from one H200's quick
-run (artifact/data/reference.json 'pilot_half_width'). A what-if: the run loop does not
-stop early yet (docs/measurement.md, "Adaptive repetitions")."""
+run (artifact/data/reference.json 'pilot_half_width'). `plan --adaptive` prices what
+`run --adaptive` runs (artifact.run.adaptive decides from the run's own pilot;
+docs/measurement.md, "Adaptive repetitions")."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from artifact.estimate import reference as ref
 from artifact.estimate.model import Row
 
 METHOD = (
-    "repetitions by the stopping rule (docs/measurement.md, 'Adaptive repetitions'; not yet "
-    "in the run loop: a what-if): each configuration's N = the largest of its quantities' "
+    "repetitions by the stopping rule (docs/measurement.md, 'Adaptive repetitions'; what "
+    "`run --adaptive` runs, priced before its pilot): each configuration's N = the largest of its quantities' "
     "Stein sizes, ceil((t(0.975, 4) x s / (tolerance / 4))^2), 5 to the preset's {reps} "
     "(a claim's tolerance: the smallest of the numbers over its metric), "
     "s from the n = 5 CI half-widths one H200 measured ({run}) for the same parallelism, "

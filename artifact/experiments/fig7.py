@@ -119,7 +119,7 @@ def run(ctx: RunContext) -> None:
         comm = ("memory",) if spec.comm == "copy" else ("communication",)
         for rep in todo:
             stop_requested(ctx)
-            ctx.progress(f"{config_id}: power trace", rep_k=rep + 1, rep_n=ctx.reps)
+            ctx.progress(f"{config_id}: power trace", **ctx.rep_fields(rep))
             table, base_ns, samples, spans = _trace_window(ctx, bench, block_s)
             m, inst, labels = _window_metrics(samples, table, base_ns, spans, comm, tdp)
             metrics, per_rank, _ = reduce_ranks(m)
@@ -138,6 +138,7 @@ def run(ctx: RunContext) -> None:
                     extra={
                         "per_rank": per_rank,
                         "power": {"backend": ctx.power_backend.name, "tdp_w": tdp},
+                        **ctx.record_extra(),
                     },
                 )
             log.info(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -186,7 +186,7 @@ def _measure(
     config_id: str,
     config: dict[str, Any],
     spec: Any,
-    todo: list[int],
+    todo: Iterable[int],  # runner.pending's: lazy under --adaptive
     make_trainer: Callable[[Any], Trainer],
     peak: float,
 ) -> None:

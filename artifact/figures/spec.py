@@ -38,8 +38,11 @@ class Panel:
 
 
 # the run options (fields of artifact.core.options.RunOptions) of the two kinds of experiment
-TRAINING_OPTIONS = frozenset({"models", "power_interval_s", "recompute", "fsdp_impl"})
-MICROBENCH_OPTIONS = frozenset({"precision", "matmul_size", "comm_bytes", "power_interval_s"})
+# (every figure's loop is runner.pending, so every one takes `adaptive`)
+TRAINING_OPTIONS = frozenset({"models", "power_interval_s", "recompute", "fsdp_impl", "adaptive"})
+MICROBENCH_OPTIONS = frozenset(
+    {"precision", "matmul_size", "comm_bytes", "power_interval_s", "adaptive"}
+)
 
 
 def _preset_reps(preset: Preset) -> int:

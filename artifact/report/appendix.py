@@ -459,6 +459,24 @@ def _run_notes(run: Results) -> list[str]:
     return notes or ["Nothing unusual was recorded."]
 
 
+def adaptive_repetitions(doc: Doc, run: Results) -> None:
+    """Each configuration run with --adaptive: its repetitions, of the most, and why (none
+    that stopped early is left unsaid)."""
+    if not run.stopping:
+        return
+    doc.h(2, "Adaptive repetitions (--adaptive)")
+    doc.p(
+        "These configurations ran the stopping rule (docs/measurement.md, 'Adaptive repetitions'): a pilot of 5 repetitions, then as many as their judged quantities need, decided once (records/FIGURE/CONFIG/stopping.json). The quantities they were stopped by report at least Stein's interval (summary.csv's ci_method says so)."
+    )
+    doc.table(
+        ["figure", "configuration", "repetitions", "why"],
+        [
+            [figure, config_id, f"{d['n']} of {d['max']}", d["why"]]
+            for (figure, config_id), d in sorted(run.stopping.items())
+        ],
+    )
+
+
 def notes(doc: Doc, run: Results) -> None:
     doc.h(1, "H. Notes")
     doc.items(_run_notes(run))
@@ -481,6 +499,7 @@ def notes(doc: Doc, run: Results) -> None:
             "AMD GPUs (MI250, MI210; half of the paper's systems): this machine has none"
         )
     doc.items(missing)
+    adaptive_repetitions(doc, run)
     doc.h(2, "Environment and provenance")
     pinned = pins()
     doc.table(

@@ -139,7 +139,8 @@ class State:
         if (k := _count(b, "config_k")) is not None:
             parts.append(f"config {k}/{b.get('config_n')} {b.get('config_id', '')}".rstrip())
         if (k := _count(b, "rep_k")) is not None:
-            parts.append(f"rep {k}/{self.reps_n()}")
+            upto = "up to " if b.get("rep_upto") else ""  # an adaptive pilot: not decided yet
+            parts.append(f"rep {k}/{upto}{self.reps_n()}")
         if (k := _count(b, "phase_k")) is not None and b.get("phase"):
             parts.append(f"phase {k}/{b.get('phase_n')} {b['phase']}")
         return parts

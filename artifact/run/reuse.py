@@ -9,7 +9,7 @@ import logging
 
 from artifact.figures import spec_of
 from artifact.run.runner import ConfigPoint, RunContext, broadcast
-from artifact.store import atomic_write, dump_json
+from artifact.store import atomic_write, atomic_write_text, dump_json
 
 log = logging.getLogger(__name__)
 
@@ -23,18 +23,31 @@ def reuse(ctx: RunContext, point: ConfigPoint, phases: tuple[str, ...]) -> bool:
     if not broadcast(found):
         return False
     if ctx.is_writer:
-        for rep in range(ctx.reps):
+        for rep in range(_reps(ctx, source, point.config_id)):
             for phase in phases:
                 if not ctx.store.has(ctx.figure, point.config_id, phase, rep):
                     _copy_record(ctx, source, point.config_id, phase, rep)
+        decision = ctx.store.stopping_path(source, point.config_id)
+        if ctx.options.adaptive and decision.is_file():  # its repetitions were decided there
+            atomic_write_text(ctx.store.stopping_path(ctx.figure, point.config_id), decision.read_text())  # fmt: skip
     log.info("%s: measured for %s; its records copied", point.config_id, source)
     return True
+
+
+def _reps(ctx: RunContext, source: str, config_id: str) -> int:
+    """The source's repetitions: under --adaptive, those its decision gave it for the same
+    maximum (stopping.json); else the plan's."""
+    path = ctx.store.stopping_path(source, config_id)
+    if ctx.options.adaptive and path.is_file():
+        decision = json.loads(path.read_text())
+        return decision["n"] if decision.get("max") == ctx.reps else ctx.reps
+    return ctx.reps
 
 
 def _reusable(ctx: RunContext, source: str, point: ConfigPoint, phases: tuple[str, ...]) -> bool:
     paths = [
         ctx.store.record_path(source, point.config_id, phase, rep)
-        for rep in range(ctx.reps)
+        for rep in range(_reps(ctx, source, point.config_id))
         for phase in phases
     ]
     if not all(p.is_file() for p in paths):

@@ -28,7 +28,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -43,9 +43,9 @@ from artifact.core.options import RunOptions
 from artifact.core.phases import balanced_order
 from artifact.measure import kernels, power
 from artifact.measure.timing import SpanTimer, gc_paused, synchronize, timed
-from artifact.run import emulation, procs
+from artifact.run import adaptive, emulation, procs
 from artifact.run.modes import OVERLAP_REPEAT
-from artifact.store import RunStore, atomic_write_text
+from artifact.store import STOPPING, RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,8 @@ class RunContext:
     _last_progress: float = -1e9
     _last_step: str = ""
     where: dict[str, Any] = field(default_factory=dict)  # the beacon's fields, kept between calls
+    # --adaptive: the repetitions decided for the configuration under way (None: not yet)
+    decided: int | None = None
 
     @property
     def is_writer(self) -> bool:
@@ -112,6 +114,18 @@ class RunContext:
         self._last_progress, self._last_step = now, step
         beacon = json.dumps({"what": what, **self.where})
         atomic_write_text(self.store.root / "logs" / f"{self.figure}.progress", beacon)
+
+    def rep_fields(self, rep: int) -> dict[str, Any]:
+        """The beacon's repetition fields: repetition k of the decided n; while an adaptive
+        configuration's pilot runs, of up to the maximum (`rep_upto`)."""
+        upto = {"rep_upto": self.decided is None} if self.options.adaptive else {}
+        return {"rep_k": rep + 1, "rep_n": self.decided or self.reps, **upto}
+
+    def record_extra(self) -> dict[str, Any]:
+        """What every record of an adaptive configuration notes: its decision is on disk."""
+        if not self.options.adaptive:
+            return {}
+        return {"adaptive": {"max_reps": self.reps, "decision": f"../{STOPPING}"}}
 
     def barrier(self) -> None:
         if emulation.has_peers():
@@ -150,10 +164,12 @@ def pending(
     configs: list[ConfigPoint],
     phases: tuple[str, ...] | Callable[[ConfigPoint], tuple[str, ...]],
     numbered: tuple[int, int] | None = None,
-) -> Iterator[tuple[ConfigPoint, list[int]]]:
+) -> Iterator[tuple[ConfigPoint, Iterable[int]]]:
     """Each configuration with repetitions still to measure, and those repetitions; one
     whose every phase (`phases`, or `phases(point)`) of every repetition is on disk is
-    skipped (a resumed run). The
+    skipped (a resumed run). With --adaptive the repetitions come lazily: the pilot's,
+    then, once rank 0 has decided how many the configuration needs, the rest
+    (adaptive_todo); a loop consumes them with `for rep in todo`. The
     progress beacon is told which configuration of how many is under way: of `configs`,
     or, for a figure that walks several lists (fig4: FSDP then pipeline), `numbered`
     = (configurations before this list, configurations of the figure)."""
@@ -162,11 +178,68 @@ def pending(
         where = {"config_k": k, "config_n": total, "config_id": point.config_id}
         ctx.progress(f"{point.config_id}: set-up", **where, rep_k=None, phase=None, phase_k=None)
         mine = phases(point) if callable(phases) else phases
-        todo = [r for r in range(ctx.reps) if not rep_done(ctx, point.config_id, mine, r)]
+        ctx.decided = None
+        todo = adaptive_todo(ctx, point.config_id, mine) if ctx.options.adaptive else None
+        todo = _missing(ctx, point.config_id, mine, range(ctx.reps)) if todo is None else todo
         if todo:
             yield point, todo
         else:
-            log.info("%s: all %d repetitions on disk, skipped", point.config_id, ctx.reps)
+            n = ctx.decided or ctx.reps
+            log.info("%s: all %d repetitions on disk, skipped", point.config_id, n)
+
+
+def _missing(ctx: RunContext, config_id: str, phases: tuple[str, ...], reps) -> list[int]:
+    return [r for r in reps if not rep_done(ctx, config_id, phases, r)]
+
+
+def adaptive_todo(ctx: RunContext, config_id: str, phases: tuple[str, ...]) -> Iterable[int]:
+    """An adaptive configuration's repetitions still to run: a list where its decision
+    is known (stopping.json, or a pilot already on disk: decided now), else the pilot's
+    missing repetitions followed, lazily, by the decision and the rest."""
+    n = broadcast(_stored_n(ctx, config_id) if ctx.is_writer else None)
+    if n is None and ctx.reps > adaptive.PILOT:
+        pilot = _missing(ctx, config_id, phases, range(adaptive.PILOT))
+        if pilot:
+            return _pilot_then_rest(ctx, config_id, phases, pilot)
+    ctx.decided = n or decide(ctx, config_id)
+    return _missing(ctx, config_id, phases, range(ctx.decided))
+
+
+def _pilot_then_rest(ctx, config_id: str, phases: tuple[str, ...], pilot: list[int]) -> Iterator[int]:  # fmt: skip
+    yield from pilot
+    n = decide(ctx, config_id)
+    yield from _missing(ctx, config_id, phases, range(adaptive.PILOT, n))
+
+
+def _stored_n(ctx: RunContext, config_id: str) -> int | None:
+    """The decision on disk; None where there is none, or it was for another maximum
+    (an extended plan: decided again from the same pilot)."""
+    path = ctx.store.stopping_path(ctx.figure, config_id)
+    if not path.is_file():
+        return None
+    decision = json.loads(path.read_text())
+    return decision["n"] if decision.get("max") == ctx.reps else None
+
+
+def decide(ctx: RunContext, config_id: str) -> int:
+    """Rank 0 decides from the pilot's records and writes stopping.json; every rank gets
+    the repetitions (an error on rank 0 stops every rank, none waits for a broadcast)."""
+    got: int | str | None = None
+    if ctx.is_writer:
+        try:
+            records = ctx.store.records(ctx.figure, config_id)
+            decision = adaptive.decide(records, ctx.figure, ctx.reps)
+            ctx.store.write_stopping(ctx.figure, config_id, decision)
+            log.info("%s: %s", config_id, adaptive.shown(decision))
+            got = decision["n"]
+        except Exception as e:
+            broadcast(f"{type(e).__name__}: {e}")
+            raise
+    got = broadcast(got)
+    if isinstance(got, str):
+        raise RuntimeError(f"rank 0 could not decide {config_id}'s repetitions: {got}")
+    ctx.decided = int(got)
+    return ctx.decided
 
 
 def log_repetition(ctx: RunContext, config_id: str, rep: int, results: dict) -> None:
@@ -177,7 +250,7 @@ def log_repetition(ctx: RunContext, config_id: str, rep: int, results: dict) -> 
     mfu = f", MFU {over['mfu']:.3f}" if "mfu" in over else ""
     log.info(
         "%s rep %d/%d: overlap %.3f ms, sequential %.3f ms%s",
-        *(config_id, rep + 1, ctx.reps, over["e2e_ms"], seq["e2e_ms"], mfu),
+        *(config_id, rep + 1, ctx.decided or ctx.reps, over["e2e_ms"], seq["e2e_ms"], mfu),
     )
 
 
@@ -689,7 +762,7 @@ def measure_repetition(
         window = p.power_window_s if power_window_s is None else power_window_s
         if ctx.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(ctx.device)
-        ctx.progress(f"{config_id}: interleaved rounds", rep_k=rep + 1, rep_n=ctx.reps, phase="all")
+        ctx.progress(f"{config_id}: interleaved rounds", **ctx.rep_fields(rep), phase="all")
         timed_by_phase, settled = interleaved_timed_pass(
             ctx,
             {phase: step_of(phase) for phase in phases},
@@ -705,7 +778,7 @@ def measure_repetition(
             lists |= {k: [v] for k, v in settled.items()}
     results = {}
     for k, phase in enumerate(phases, 1):
-        where = {"rep_k": rep + 1, "rep_n": ctx.reps, "phase_k": k, "phase_n": len(phases)}
+        where = {**ctx.rep_fields(rep), "phase_k": k, "phase_n": len(phases)}
         ctx.progress(f"{config_id}: {phase}", **where, phase=phase)
         keep_trace = rep == 0 and phase != OVERLAP_REPEAT
         if interleave:
@@ -758,6 +831,7 @@ def measure_repetition(
                 "phase_position": k,  # its place in this repetition's order (0: first)
                 "phase_order": list(phases),
                 **design,
+                **ctx.record_extra(),
                 **(extra or {}),
             },
         )

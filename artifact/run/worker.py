@@ -27,7 +27,7 @@ from artifact.core.options import RunOptions
 from artifact.figures import spec_of
 from artifact.measure import device as device_layer
 from artifact.measure import power
-from artifact.run import emulation
+from artifact.run import adaptive, emulation
 from artifact.run.runner import RunContext, StopRequested
 from artifact.store import RunStore
 
@@ -168,8 +168,20 @@ def _finish_status(store: RunStore, figure: str, reps: int, processes: int) -> N
             state, reason = "not run", "no configuration could run here"
     if state == "ran":
         details["finished"] = {"reps": reps, "processes": processes, "records": records}
+        reason = _with_stopped(store, figure, details, reason)
     if state != status["status"] or state == "ran":
         store.write_status(figure, state, reason, **details)
+
+
+def _with_stopped(store: RunStore, figure: str, details: dict, reason: str) -> str:
+    """--adaptive: each configuration's decision in the status (`stopped`), and the
+    reason says how many stopped before the maximum, so none is hidden."""
+    decisions = {c: d for (_, c), d in store.stopping(figure).items()}
+    if not decisions:
+        return reason
+    details["stopped"] = {c: adaptive.shown(d) for c, d in decisions.items()}
+    early = sum(d["n"] < d["max"] for d in decisions.values())
+    return f"{reason}; {early} of {len(decisions)} stopped before the maximum by the stopping rule (--adaptive)"
 
 
 def main(argv: list[str] | None = None) -> None:
