@@ -65,9 +65,9 @@ def decide(
     """A configuration's repetitions and why, from its pilot: quantity name -> (CI
     half-width at 5 repetitions, tolerance). No quantity with a tolerance: max_reps."""
     if max_reps <= MIN_REPETITIONS:
-        return max_reps, f"the preset's {max_reps} repetitions (no room to adapt)"
+        return max_reps, f"{max_reps} repetitions, the run's maximum (no room to adapt)"
     if not pilot:
-        return max_reps, "no quantity with a tolerance: the preset's maximum"
+        return max_reps, "no quantity with a tolerance: the run's maximum"
     need = {q: int(needed(spread_of(hw), tol, max_reps)) for q, (hw, tol) in pilot.items()}
     worst = max(need, key=need.get)
     hw, tol = pilot[worst]
@@ -75,6 +75,6 @@ def decide(
     why = f"{worst} sets it: pilot half-width {hw:.3g}, tolerance {tol:g}: " + (
         f"{n} repetitions bring the half-width to {tol:g} / 4 or less"
         if n < max_reps
-        else f"{tol:g} / 4 is not reached within the preset's maximum of {max_reps}"
+        else f"{tol:g} / 4 is not reached within the run's maximum of {max_reps} (the preset's, or --reps)"
     )
     return n, why
