@@ -55,7 +55,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--adaptive",
         action="store_true",
-        help="price repetitions by the stopping rule (a what-if: the run loop does not use it yet)",
+        help="price repetitions by the stopping rule, as `run --adaptive` runs it",
     )
     ap.add_argument("--json", action="store_true", help="rows and totals as JSON")
     ap.add_argument("--summary", action="store_true", help="per-figure totals only")

@@ -78,6 +78,9 @@ def test_outside_the_images_no_gpu_is_a_loud_note_not_an_error(capsys, tmp_path,
     m = dataclasses.replace(CUDA_IMAGE, image=None, gpus=0, nvidia_driver=None, pid1="")
     rc, lines = _run(m, [], capsys, tmp_path, monkeypatch)
     assert rc == 0 and len(lines) == 1 and lines[0].startswith("WARNING: no GPU seen")
+    # a GPU preset asked for: no "running the tiny CPU preset" before the run's own error
+    rc, lines = _run(m, ["--preset", "quick"], capsys, tmp_path, monkeypatch)
+    assert rc == 0 and lines == []
 
 
 def test_nox_as_pid_1_is_warned_about(capsys, tmp_path, monkeypatch):

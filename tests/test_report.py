@@ -472,3 +472,29 @@ def test_run_time_leaves_out_records_copied_from_another_figure(tmp_path):
     assert t.active_s == pytest.approx(19 * 6)
     copy = figure_time(tmp_path, "fig8")
     assert (copy.records, copy.copied, copy.active_s) == (0, {"fig6": 20}, 0)
+
+
+def test_controls_that_are_all_not_applicable_take_one_line_not_a_table():
+    """A CPU run's 36 controls all read 'not applicable': a table of them pushed the
+    verdicts off the report's first screen (a newcomer's walk, session 11)."""
+    from artifact.report.document import Doc
+    from artifact.report.instrument import controls_section
+
+    def rows(verdict, reason):
+        return pd.DataFrame(
+            [
+                {"figure": "fig4", "config_id": f"c{k}", "item": "control_slowdown"}
+                | {"item_type": "control", "mean": 0.3, "ci_low": 0.1, "ci_high": 0.5, "n": 2}
+                | {"verdict": verdict, "reason": reason}
+                for k in range(36)
+            ]
+        )
+
+    cpu = Doc()
+    controls_section(cpu, rows("not applicable", "CPU functional check: not judged on a CPU."))
+    assert [b[0] for b in cpu.blocks] == ["h", "p", "p"]  # no table
+    assert "All 36 controls are not applicable here: CPU functional check" in cpu.blocks[-1][1]
+    gpu = Doc()
+    controls_section(gpu, rows("holds", "within +-1 point"))
+    (table,) = [b for b in gpu.blocks if b[0] == "table"]
+    assert len(table[2]) == 36

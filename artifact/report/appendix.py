@@ -243,7 +243,9 @@ def _time_rows(run: Results) -> tuple[list[str], list[list[str]]]:
     ]
     if ref:
         header.append("reference run, measured (whole figure)")
-    header.append(f"paper preset, {PAPER_GPUS} x {PAPER_GPU_GIB:g} GiB GPUs (plan's lower bound)")
+    header.append(
+        f"paper preset, {PAPER_GPUS} x {PAPER_GPU_GIB:g} GiB GPUs (plan's lower bound, each experiment alone: run together, `all` copies shared configurations' records)"
+    )
     rows = []
     for exp in own_records():
         est = totals(build(paper, [exp], PAPER_GPUS, PAPER_GPU_GIB))

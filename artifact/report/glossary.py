@@ -96,7 +96,7 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
     (
         "stopping rule",
-        "adaptive repetitions: after a pilot of 5 repetitions, a configuration's repetitions are fixed once, so that each judged quantity's CI half-width comes to at most a quarter of its item's tolerance (Stein's two-stage size), at most the preset's maximum. Run by `run --adaptive` (the decision in records/FIGURE/CONFIG/stopping.json; the quantities it was decided by report at least Stein's interval), priced by `plan --adaptive`.",
+        "adaptive repetitions: after a pilot of 5 repetitions, a configuration's repetitions are fixed once, so that each judged quantity's CI half-width comes to at most a quarter of its item's tolerance (Stein's two-stage size), at most the run's maximum (the preset's repetitions, or --reps). Run by `run --adaptive` (the decision in records/FIGURE/CONFIG/stopping.json; the quantities it was decided by report at least Stein's interval), priced by `plan --adaptive`.",
     ),
 )
 

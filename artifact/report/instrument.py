@@ -42,6 +42,13 @@ def controls_section(doc: Doc, verdicts: pd.DataFrame) -> None:
         doc.p("No control was measured in this folder (records made before the controls existed).")
         return
     counts = controls["verdict"].value_counts()
+    if set(counts.index) == {"not applicable"}:  # a CPU run: 36 rows that all say so
+        reasons = "; ".join(dict.fromkeys(r.rstrip(".") for r in controls["reason"]))
+        doc.p(
+            f"All {len(controls)} controls are not applicable here: {reasons}. "
+            "Their readings are in verdicts.csv (item_type control)."
+        )
+        return
     doc.p("; ".join(f"{v}: {n}" for v, n in counts.items()) + ".")
     doc.table(
         ["figure", "configuration", "control", "mean [95% CI]", "n", "verdict"],

@@ -85,8 +85,11 @@ def _no_gpu_error(m: Machine, kind: str) -> ArtifactError:
     )
 
 
-def decide(m: Machine, *, cpu_on_purpose: bool, gpus_wanted: int | None = None) -> list[str]:
-    """Raise ArtifactError for a run that cannot go right; else return the notes to print."""
+def decide(
+    m: Machine, *, cpu_on_purpose: bool, gpus_wanted: int | None = None, preset: str | None = None
+) -> list[str]:
+    """Raise ArtifactError for a run that cannot go right; else return the notes to print.
+    `preset`: the one asked for, if any (a GPU preset on a CPU is the run's own error)."""
     kind = _image_kind(m.image)
     notes = []
     if m.pid1 and m.pid1 not in INITS:
@@ -110,10 +113,11 @@ def decide(m: Machine, *, cpu_on_purpose: bool, gpus_wanted: int | None = None) 
     if m.gpus == 0:
         if kind is not None:
             raise _no_gpu_error(m, kind)
-        notes.append(
-            "WARNING: no GPU seen: running the tiny CPU preset, a functional check that "
-            "evaluates no claim of the paper (the paper's runs need GPUs)"
-        )
+        if preset is None:  # the run falls back to tiny; an asked-for preset errors there
+            notes.append(
+                "WARNING: no GPU seen: running the tiny CPU preset, a functional check that "
+                "evaluates no claim of the paper (the paper's runs need GPUs)"
+            )
         return notes
     used = min(gpus_wanted or m.gpus, m.gpus)
     if used > 1 and m.shm_bytes is not None and m.shm_bytes < used * SHM_PER_GPU:
@@ -181,7 +185,9 @@ def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
     args, _ = p.parse_known_args(argv)
     cpu = args.preset == "tiny" or args.device == "cpu"
     try:
-        notes = decide(machine or probe(), cpu_on_purpose=cpu, gpus_wanted=args.gpus)
+        notes = decide(
+            machine or probe(), cpu_on_purpose=cpu, gpus_wanted=args.gpus, preset=args.preset
+        )
     except ArtifactError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
