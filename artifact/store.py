@@ -124,6 +124,11 @@ class RunStore:
         """Where an adaptive configuration's decision lies (artifact.run.adaptive)."""
         return self.records_dir / _check_id("figure", figure) / _check_id("config id", config_id) / STOPPING  # fmt: skip
 
+    def read_stopping(self, figure: str, config_id: str) -> dict[str, Any] | None:
+        """A configuration's stopping decision; None where it has none."""
+        path = self.stopping_path(figure, config_id)
+        return json.loads(path.read_text()) if path.is_file() else None
+
     def write_stopping(self, figure: str, config_id: str, decision: dict[str, Any]) -> Path:
         path = self.stopping_path(figure, config_id)
         atomic_write(path, lambda f: dump_json(decision, f))

@@ -8,8 +8,8 @@ import json
 import logging
 
 from artifact.figures import spec_of
-from artifact.run.runner import ConfigPoint, RunContext, broadcast
-from artifact.store import atomic_write, atomic_write_text, dump_json
+from artifact.run.runner import ConfigPoint, RunContext, broadcast, stored_n
+from artifact.store import atomic_write, dump_json
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +27,9 @@ def reuse(ctx: RunContext, point: ConfigPoint, phases: tuple[str, ...]) -> bool:
             for phase in phases:
                 if not ctx.store.has(ctx.figure, point.config_id, phase, rep):
                     _copy_record(ctx, source, point.config_id, phase, rep)
-        decision = ctx.store.stopping_path(source, point.config_id)
-        if ctx.options.adaptive and decision.is_file():  # its repetitions were decided there
-            atomic_write_text(ctx.store.stopping_path(ctx.figure, point.config_id), decision.read_text())  # fmt: skip
+        decision = ctx.store.read_stopping(source, point.config_id)
+        if ctx.options.adaptive and decision:  # its repetitions were decided there
+            ctx.store.write_stopping(ctx.figure, point.config_id, decision)
     log.info("%s: measured for %s; its records copied", point.config_id, source)
     return True
 
@@ -37,11 +37,7 @@ def reuse(ctx: RunContext, point: ConfigPoint, phases: tuple[str, ...]) -> bool:
 def _reps(ctx: RunContext, source: str, config_id: str) -> int:
     """The source's repetitions: under --adaptive, those its decision gave it for the same
     maximum (stopping.json); else the plan's."""
-    path = ctx.store.stopping_path(source, config_id)
-    if ctx.options.adaptive and path.is_file():
-        decision = json.loads(path.read_text())
-        return decision["n"] if decision.get("max") == ctx.reps else ctx.reps
-    return ctx.reps
+    return (ctx.options.adaptive and stored_n(ctx, config_id, source)) or ctx.reps
 
 
 def _reusable(ctx: RunContext, source: str, point: ConfigPoint, phases: tuple[str, ...]) -> bool:

@@ -196,7 +196,7 @@ def adaptive_todo(ctx: RunContext, config_id: str, phases: tuple[str, ...]) -> I
     """An adaptive configuration's repetitions still to run: a list where its decision
     is known (stopping.json, or a pilot already on disk: decided now), else the pilot's
     missing repetitions followed, lazily, by the decision and the rest."""
-    n = broadcast(_stored_n(ctx, config_id) if ctx.is_writer else None)
+    n = broadcast(stored_n(ctx, config_id) if ctx.is_writer else None)
     if n is None and ctx.reps > adaptive.PILOT:
         pilot = _missing(ctx, config_id, phases, range(adaptive.PILOT))
         if pilot:
@@ -211,14 +211,12 @@ def _pilot_then_rest(ctx, config_id: str, phases: tuple[str, ...], pilot: list[i
     yield from _missing(ctx, config_id, phases, range(adaptive.PILOT, n))
 
 
-def _stored_n(ctx: RunContext, config_id: str) -> int | None:
-    """The decision on disk; None where there is none, or it was for another maximum
-    (an extended plan: decided again from the same pilot)."""
-    path = ctx.store.stopping_path(ctx.figure, config_id)
-    if not path.is_file():
-        return None
-    decision = json.loads(path.read_text())
-    return decision["n"] if decision.get("max") == ctx.reps else None
+def stored_n(ctx: RunContext, config_id: str, figure: str | None = None) -> int | None:
+    """The repetitions decided for `config_id` of `figure` (default: this run's) on disk;
+    None where there is no decision, or it was for another maximum (an extended plan:
+    decided again from the same pilot)."""
+    decision = ctx.store.read_stopping(figure or ctx.figure, config_id)
+    return decision["n"] if decision and decision.get("max") == ctx.reps else None
 
 
 def decide(ctx: RunContext, config_id: str) -> int:
