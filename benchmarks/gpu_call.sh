@@ -4,7 +4,11 @@
 # (`nox -s all`, quick) resumed from .resume/run.tgz until the call's time is up.
 # Usage, from the repository root: bash benchmarks/gpu_call.sh OUT_DIR SECONDS [bench]
 # (bench: largest, bench, or memory: the paper preset's memory table at W = 4, which takes
-# the call; carry the last call's emulated_memory.json in .resume/ and it goes on from there)
+# the call; carry the last call's emulated_memory.json in .resume/ and it goes on from there;
+# or emulate: EMULATE_FIGURES (default fig4 fig10) at quick as rank 0 of 4 for at most
+# EMULATE_S seconds, resumed from .resume/e4.tgz, back as OUT/e4/run.tgz)
+# The main run's figures and flags: MAIN_FIGURES and MAIN_ARGS (default: nox -s all), resumed
+# from .resume/run.tgz, back as OUT/all/run.tgz.
 # (SECONDS at most the call's limit less 30 s: a stopped run takes up to 20 s to write its status)
 set -uo pipefail
 out=${1:?out dir}; seconds=${2:?seconds}; bench=${3:-}
@@ -53,7 +57,13 @@ if [ "$bench" = bench ]; then
   tar czf "$out/bench.tgz" -C "$out" bench && rm -rf "$b"
   echo "benchmarks done after $(( $(date +%s) - start )) s"
 fi
+if [ "$bench" = emulate ]; then
+  left=$(( seconds - ($(date +%s) - start) )); n=${EMULATE_S:-$left}; [ "$n" -gt "$left" ] && n=$left
+  FIGURES="${EMULATE_FIGURES:-fig4 fig10}" RUN_ARGS="--emulate-world 4" \
+    bash benchmarks/gpu_all.sh "$out/e4" "$n" $( [ -f .resume/e4.tgz ] && echo .resume/e4.tgz )
+fi
 left=$(( seconds - ($(date +%s) - start) ))
 if [ "$left" -gt 30 ]; then
-  bash benchmarks/gpu_all.sh "$out/all" "$left" $( [ -f .resume/run.tgz ] && echo .resume/run.tgz )
+  FIGURES="${MAIN_FIGURES:-}" RUN_ARGS="${MAIN_ARGS:-}" \
+    bash benchmarks/gpu_all.sh "$out/all" "$left" $( [ -f .resume/run.tgz ] && echo .resume/run.tgz )
 fi
