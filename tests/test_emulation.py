@@ -264,6 +264,26 @@ def test_fig4_runs_every_mode_as_rank_0_of_4(cli, tmp_path):
     text = (write_report(out) / "appendix.md").read_text()
     section = text.split("## Emulated W-GPU preview (one GPU)")[1].split("\n#")[0]
     assert "no pipeline bubble" in section and "gpt-tiny_fsdp2_fp32_mb2_w4_e4" in section
+    # one process ran: the hardware line says so, and the W path's zero-byte controls are
+    # in the preview (the controls section points there), each with its verdict
+    assert "emulated world size 4 (rank 0 of 4 run alone)" in text
+    assert "world size 4;" not in text and "world size 4\n" not in text
+    assert "its zero-byte controls are in the section" in text
+    controls = section.split("Zero-byte controls of the emulated path")[1]
+    # (FSDP2 is beyond the paper: measured, judged by nothing, its controls included)
+    assert controls.count("| gpt-tiny_fsdp_fp32_mb2_w4_e4 | sequential penalty |") == 1
+
+
+def test_an_emulated_gpu_run_is_not_called_a_reproduction_on_w_gpus():
+    from artifact.report.build import _first_line
+
+    summary = pd.DataFrame({"gpu": ["NVIDIA H200"], "config_id": ["a_w4_e4"]})
+    verdicts = pd.DataFrame(columns=["item_type", "verdict", "figure", "item"])
+    line = _first_line(summary, {"a_w4_e4": {"world_size": 4, "emulated_world": 4}}, verdicts)
+    assert line.startswith("**Emulated on 1 x NVIDIA H200: rank 0 of 4 GPUs run alone")
+    assert "Reproduction on" not in line and "never counted" in line
+    real = _first_line(summary, {"a_w4": {"world_size": 4}}, verdicts)
+    assert real.startswith("**Reproduction on 4 x NVIDIA H200**")
 
 
 # --- the pieces around the run: `all`'s check, the plan, the trace, the report -----------

@@ -25,6 +25,7 @@ from artifact.report.facts import (
     not_run,
     pins,
     stack_deviations,
+    world_text,
 )
 from artifact.report.glossary import GLOSSARY
 from artifact.report.plots import model_name
@@ -390,10 +391,9 @@ def description(doc: Doc, run: Results) -> None:
 def deviations_from_paper(run: Results) -> list[str]:
     """What this run does differently from the paper (PAPER.md's setup), stated plainly."""
     prov = run.provenance
-    worlds = sorted({int(c.get("world_size", 1)) for c in run.configs.values()}) or [1]
     gpu = prov.get("gpu_model") if prov.get("gpu_count") else "no GPU (CPU processes over gloo)"
     out = [
-        f"Hardware: this run used {gpu}, world size {', '.join(map(str, worlds))}; the paper used 4 GPUs of one node (A100, H100, MI250 or MI210).",
+        f"Hardware: this run used {gpu}, {world_text(run.configs)}; the paper used 4 GPUs of one node (A100, H100, MI250 or MI210).",
         "Figs. 6 and 9 (power, and performance under power caps) are measured on the Fig. 8 matmul/all-reduce microbenchmark; the paper measured them during training.",
         "Megatron-core runs without NVIDIA Transformer Engine and without Apex (plain PyTorch layers, SDPA attention); the paper used Megatron-LM as released, which can use both.",
         "FSDP is DeepSpeed ZeRO stage 3, as the paper's text suggests; the paper does not state its sequence length (GPT-3's 2048 is used; the quick preset shortens it).",

@@ -40,18 +40,28 @@ def run_dates(run: Results) -> tuple[str, str]:
     return short[0], short[1]
 
 
+def world_text(configs: dict, gloo: bool = False) -> str:
+    """'world size 1', or with --emulate-world 'emulated world size 4 (rank 0 of 4 run
+    alone)' (both where the folder holds both); `gloo`: '2 gloo processes'."""
+    real = sorted({int(c.get("world_size", 1)) for c in configs.values() if not c.get("emulated_world")})  # fmt: skip
+    emulated = sorted({int(c["emulated_world"]) for c in configs.values() if c.get("emulated_world")})  # fmt: skip
+    real = real or ([] if emulated else [1])
+    sizes, shown = ", ".join(map(str, real)), ", ".join(map(str, emulated))
+    parts = [f"{sizes} gloo processes" if gloo else f"world size {sizes}"] if real else []
+    parts += [f"emulated world size {shown} (rank 0 of {shown} run alone)"] if emulated else []
+    return "; ".join(parts)
+
+
 def hardware_line(prov: dict, configs: dict) -> str:
-    """'1 x NVIDIA H200 (driver ..., CUDA ...), world size 1' or the CPU's processes."""
-    worlds = sorted({int(c.get("world_size", 1)) for c in configs.values()}) or [1]
-    sizes = ", ".join(map(str, worlds))
+    """'1 x NVIDIA H200 (driver ..., CUDA ...); world size 1' or the CPU's processes."""
     if not prov.get("gpu_count"):
         cpu = f"{as_value(prov.get('cpu_model'))}, {as_value(prov.get('cpu_count'))} cores"
-        return f"CPU only ({cpu}): {sizes} gloo processes"
+        return f"CPU only ({cpu}): {world_text(configs, gloo=True)}"
     runtime = f"CUDA {prov['cuda']}" if prov.get("cuda") else f"ROCm {as_value(prov.get('rocm'))}"
     nodes = prov.get("nnodes") or 1
     return (
         f"{prov['gpu_count']} x {prov.get('gpu_model')} (driver {as_value(prov.get('driver'))}, "
-        f"{runtime}){f', {nodes} nodes' if nodes > 1 else ''}; world size {sizes}"
+        f"{runtime}){f', {nodes} nodes' if nodes > 1 else ''}; {world_text(configs)}"
     )
 
 

@@ -39,7 +39,11 @@ def controls_section(doc: Doc, verdicts: pd.DataFrame) -> None:
     doc.h(1, "Negative controls")
     doc.p(CONTROLS_TEXT)
     if controls.empty:
-        doc.p("No control was measured in this folder (records made before the controls existed).")
+        previews = of_type(verdicts, "preview")
+        if previews["item"].str.startswith("control_").any():
+            doc.p("Every configuration here is emulated (--emulate-world): its zero-byte controls are in the section 'Emulated W-GPU preview (one GPU)'.")  # fmt: skip
+        else:
+            doc.p("No control was measured in this folder (records made before the controls existed).")  # fmt: skip
         return
     counts = controls["verdict"].value_counts()
     if set(counts.index) == {"not applicable"}:  # a CPU run: 36 rows that all say so
