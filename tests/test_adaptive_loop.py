@@ -193,3 +193,40 @@ def test_the_beacon_says_up_to_the_maximum_until_decided(tmp_path):
     assert ctx.rep_fields(4) == {"rep_k": 5, "rep_n": 5, "rep_upto": False}
     state.update({"config_k": 1, "config_n": 1, **ctx.rep_fields(4)}, 2.0)
     assert "rep 5/5" in state.where()
+
+
+def test_one_gpu_alone_stops_at_five_whatever_its_pilot(tmp_path):
+    """World size 1 (not emulated): nothing moves, compare judges no item of expected/
+    from it, so no repetition past the pilot buys a verdict; emulated rank 0 of 4 is
+    judged (a preview) and goes on."""
+    alone, emulated = RunStore(tmp_path / "alone"), RunStore(tmp_path / "e4")
+    _write(alone, NOISY, SEQUENTIAL, config={**SETTINGS, "world_size": 1})
+    _write(emulated, NOISY, SEQUENTIAL, config={**SETTINGS, "world_size": 4, "emulated_world": 4})
+    d = adaptive.decide(alone.records(), "fig8", 25)
+    assert (d["n"], d["why"], d["pilot"]) == (5, adaptive.ALONE, {})
+    assert adaptive.decide(emulated.records(), "fig8", 25)["n"] == 25
+
+
+def _fig4_power(store: RunStore, gpu: str) -> None:
+    """fig4's GPT-3 1.3B ZeRO-3 rows: Eq. 1 narrow, the overlap mode's mean power noisy
+    (an H100-only item, h100_small_power, judges it with a tolerance of 10 % of TDP)."""
+    config = {"model": "gpt3-1.3b", "parallelism": "fsdp", "precision": "fp16", "world_size": 4}
+    for mode, values in (("overlap", NARROW), ("sequential", SEQUENTIAL), ("nocomm", SEQUENTIAL)):
+        for rep, v in enumerate(values):
+            store.write_record(
+                figure="fig4", config_id="gpt3-1.3b_fsdp_fp16_mb8_w4", config=config,
+                mode=mode, rep=rep,
+                metrics={"compute_ms": v, "e2e_ms": v * 1.3, "power_mean_pct_tdp": [30, 50, 20, 60, 40][rep]},
+                units={"compute_ms": "ms", "e2e_ms": "ms", "power_mean_pct_tdp": "%"},
+                provenance={"gpu_model": gpu},
+            )  # fmt: skip
+
+
+def test_an_item_for_another_gpu_does_not_hold_a_configuration_back(tmp_path):
+    h100, h200 = RunStore(tmp_path / "h100"), RunStore(tmp_path / "h200")
+    _fig4_power(h100, "NVIDIA H100 80GB HBM3")
+    _fig4_power(h200, "NVIDIA H200")
+    on_h100 = adaptive.decide(h100.records(), "fig4", 25)
+    assert on_h100["n"] == 25 and on_h100["why"].startswith("power_mean_pct_tdp sets it")
+    on_h200 = adaptive.decide(h200.records(), "fig4", 25)
+    assert "power_mean_pct_tdp" not in on_h200["pilot"] and on_h200["n"] < 25

@@ -43,7 +43,9 @@ def test_the_budget_keeps_what_judges_most_an_hour():
     kept, left = budget.select(REVIEW_4, 3600)
     fig4_h = _hours_alone("fig4")
     assert fig4_h > 1
-    assert "fig4" in left and f"the plan prices it at {fig4_h:.1f} h" in left["fig4"]
+    from artifact.core.units import duration
+
+    assert "fig4" in left and f"the plan prices it at {duration(fig4_h * 3600)}" in left["fig4"]
     assert "it would feed 17 more of the paper's items" in left["fig4"]
     assert {"fig6", "fig7", "fig8"} <= set(kept)
     assert sum(_hours_alone(f) for f in kept) <= 1

@@ -293,3 +293,40 @@ def test_a_timed_pass_queues_its_iterations_with_no_synchronisation_between_them
     assert len(e2e) == len(sleeps)
     for got, slept in zip(e2e, sleeps, strict=True):
         assert slept <= got < slept + 0.008
+
+
+@pytest.mark.parametrize(("profiled_min_s", "profiled"), [(0.0, 5), (0.1, 3), (0.01, 1)])
+def test_the_profiled_pass_is_sized_by_the_timed_step(tmp_path, profiled_min_s, profiled):
+    """Training's profiled pass runs at least one iteration and the preset's profiled
+    seconds at the timed step, at most its iterations (0 s: always those): 40 ms steps
+    and 0.1 s profile 3 iterations a phase, where a 13B step of seconds profiles one. The
+    plan prices the same count (Preset.profiled_iters)."""
+    import dataclasses
+
+    ctx = cpu_context(tmp_path, "fig4")
+    ctx = dataclasses.replace(
+        ctx, preset=dataclasses.replace(ctx.preset, profiled_min_s=profiled_min_s)
+    )
+    calls = {"a": 0, "b": 0}
+
+    def step_of(phase):
+        def step():
+            calls[phase] += 1
+            time.sleep(BASE_S)
+
+        return step
+
+    runner.measure_repetition(
+        ctx, config_id="c", config={}, rep=0, phases=("a", "b"), step_of=step_of,
+        units=runner.BASE_UNITS, iters=5, timed_iters=2, interleave=True,
+    )  # fmt: skip
+    records = {r["mode"]: r for r in ctx.store.records("fig4")}
+    assert {m: r["metrics"]["profiled_iters"] for m, r in records.items()} == {
+        "a": profiled,
+        "b": profiled,
+    }
+    timed = records["a"]["metrics"]["timed_iters"]
+    settle = records["a"]["metrics"]["settle_iters"] / 2
+    # each phase: its settling and timed rounds, one step to switch in, then the profiled
+    assert calls["a"] == settle + timed + 1 + profiled
+    assert ctx.preset.profiled_iters(BASE_S, 5) == profiled

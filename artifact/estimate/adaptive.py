@@ -23,7 +23,8 @@ METHOD = (
     "s from the n = 5 CI half-widths one H200 measured ({run}) for the same parallelism, "
     "precision and metric at quick's settings; a quantity without such a pilot is not "
     "priced (none: the preset's maximum); a configuration no item is judged from: 5; "
-    "time = the row's time less (repetitions - N) x its cost of one repetition"
+    "time = the row's time less (repetitions - N) x its cost of one repetition; on one GPU "
+    "(not emulated) every configuration stops at 5: no data moves, so no item is judged"
 )
 
 
@@ -68,7 +69,11 @@ def apply(
         if per_rep <= 0:  # its repetitions are not the preset's (contention, V2)
             out.append(r)
             continue
-        if r.feeds:
+        if r.gpus == 1:  # nothing moves (an emulated row has W): no item is judged from it
+            from artifact.run.adaptive import ALONE
+
+            n, why = stopping.MIN_REPETITIONS, ALONE
+        elif r.feeds:
             n, why = expected_reps(r, items, preset.reps)
         else:  # drawn in a figure, judged by no item: nothing to wait for
             n, why = stopping.MIN_REPETITIONS, "no item of expected/ is judged from it"

@@ -74,7 +74,7 @@ def training_rep_seconds(
     settle = round_s * max(1, math.ceil(p.settle_min_s / round_s))
     seconds = max(p.timed_min_s, p.power_window_s)
     rounds = max(timed_iters or p.timed_min_iters or iters, math.ceil(seconds / step_s))
-    return settle + rounds * round_s + phases * iters * step_s
+    return settle + rounds * round_s + phases * p.profiled_iters(step_s, iters) * step_s
 
 
 # recomputation runs every forward twice: 8 x params x tokens of work instead of 6
@@ -95,7 +95,8 @@ METHODS = {
     "repeat; 6 with the zero-byte controls on several GPUs) in interleaved rounds: rounds "
     "settling to the preset's lower bound (at least one), timed rounds (each phase at least "
     "the preset's iterations and seconds, the power window inside; ZeRO-3's half-precision "
-    "rows at the preset's most rounds), then each phase profiled; + warm-up x 3 steps + "
+    "rows at the preset's most rounds), then each phase profiled (its iterations, or where "
+    "the preset sizes them by time at least one and its profiled seconds); + warm-up x 3 steps + "
     "{training:g} s set-up (calibrated); communication not added: a lower bound on several "
     "GPUs; a configuration a figure reuses (fig10's FP16 is fig4's FSDP row, fig11's FP32 "
     "is fig10's) costs nothing where both run",

@@ -26,6 +26,7 @@ RULE = (
     "(artifact.analyze.stopping; docs/measurement.md, 'Adaptive repetitions')"
 )
 NOT_JUDGED = "no item of expected/ is judged from it"
+ALONE = "world size 1: no data moves, so no item of expected/ is judged from it"
 # A test seam: every item's tolerance replaced by this number, so a test forces a narrow
 # (large tolerance) or a noisy (tiny tolerance) decision whatever the CPU's noise.
 TOLERANCE_ENV = "ARTIFACT_STOPPING_TOLERANCE"
@@ -49,8 +50,11 @@ def pilot_of(
     from artifact.judge.compare import _metric_of, select
 
     summary = summarize(records, {figure: spec_of(figure).derived})
+    gpu = next((r["provenance"].get("gpu_model") for r in records if r.get("provenance")), None)
     fed, pilot, modes = False, {}, {}
     for item in items:
+        if not _for_this_gpu(item, gpu):  # compare will call it "not applicable"
+            continue
         about = {k: v for k, v in item["rows"].items() if k != "mode"}
         if select(summary, about, None).empty:
             continue
@@ -69,6 +73,22 @@ def pilot_of(
     return fed, pilot, modes
 
 
+def _for_this_gpu(item: dict[str, Any], gpu: str | None) -> bool:
+    """Whether compare may judge `item` on `gpu` (its scope, as compare._unjudgeable
+    reads it); records that name no GPU (hand-made, a CPU's) keep every item."""
+    scope = item["scope"]
+    return not gpu or scope == "any" or any(s.lower() in gpu.lower() for s in scope)
+
+
+def _alone(records: list[dict[str, Any]]) -> bool:
+    """World size 1 and not emulated: collectives move nothing, so compare judges no
+    item of expected/ from the configuration (its controls and V1 need no more)."""
+    return bool(records) and all(
+        r.get("config", {}).get("world_size") == 1 and not r["config"].get("emulated_world")
+        for r in records
+    )
+
+
 def decide(
     records: list[dict[str, Any]], figure: str, max_reps: int, items: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:  # fmt: skip
@@ -83,6 +103,8 @@ def decide(
 
         items = load_expected()
     pilot_records = [r for r in records if r["rep"] < PILOT]
+    if _alone(pilot_records):
+        return _decision(PILOT, max_reps, ALONE, {}, {})
     fed, pilot, modes = pilot_of(pilot_records, figure, items)
     n, why = stopping.decide(pilot, max_reps) if fed else (PILOT, NOT_JUDGED)
     return _decision(n, max_reps, why, pilot, modes)

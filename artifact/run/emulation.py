@@ -109,23 +109,26 @@ def _moves(kind: str, nbytes: int) -> None:
     TRAFFIC[kind] += nbytes
 
 
+# One kernel a collective where it can be (NCCL launches one): ZeRO-3 issues hundreds of
+# collectives a step and its step is host-bound, so every extra launch lengthens it
+# (session 12 on one H200: E2E +52 ms a step over the zero-byte control for 11 ms of link
+# time, with W copies an all-gather).
+
+
 def _gather(out: torch.Tensor, inp: torch.Tensor, w: int) -> None:
-    """Own slot a local copy; each peer's slot one received shard (W-1 of W)."""
-    slots = out.view(w, -1)
-    flat = inp.reshape(-1)
-    slots[0].copy_(flat)
-    for k in range(1, w):
-        slots[k].copy_(flat)
-        _moves("all_gather", flat.numel() * flat.element_size())
+    """Every slot the shard, in one copy: own slot a local copy, each peer's slot one
+    received shard (W-1 of W counted)."""
+    flat = inp.reshape(1, -1)
+    out.view(w, -1).copy_(flat.expand(w, -1))
+    _moves("all_gather", (w - 1) * flat.numel() * flat.element_size())
 
 
 def _scatter(out: torch.Tensor, inp: torch.Tensor, w: int) -> None:
-    """Each peer's chunk received once (W-1 copies of the output's size), then rank 0's own
-    unreduced chunk, which the output keeps (nocomm's values)."""
+    """The W-1 peers' chunks read and reduced into scratch (what rank 0 receives), then
+    rank 0's own unreduced chunk, which the output keeps (nocomm's values): two kernels."""
     chunks, dst = inp.reshape(w, -1), out.view(-1)
-    for k in range(1, w):
-        dst.copy_(chunks[k])
-        _moves("reduce_scatter", dst.numel() * dst.element_size())
+    torch.sum(chunks[1:], dim=0, out=torch.empty_like(dst))
+    _moves("reduce_scatter", (w - 1) * dst.numel() * dst.element_size())
     dst.copy_(chunks[0])
 
 

@@ -60,6 +60,7 @@ BASE_UNITS = {
     "profiled_span_ms": "ms",
     "e2e_outliers": "count",
     "timed_iters": "count",
+    "profiled_iters": "count",
     "settle_s": "s",
     "settle_iters": "count",
     "settled": "ratio",
@@ -774,6 +775,10 @@ def measure_repetition(
         )
         for lists in timed_by_phase.values():
             lists |= {k: [v] for k, v in settled.items()}
+    profiled_n = iters or ctx.iters
+    if interleave and p.profiled_min_s:  # sized by the timed step (Preset.profiled_iters)
+        step_s = float(np.median([x for v in timed_by_phase.values() for x in v["e2e_ms"]])) / 1e3
+        profiled_n = int(max(gather(p.profiled_iters(step_s, profiled_n))))  # one for all ranks
     results = {}
     for k, phase in enumerate(phases, 1):
         where = {**ctx.rep_fields(rep), "phase_k": k, "phase_n": len(phases)}
@@ -783,9 +788,9 @@ def measure_repetition(
             step_of(phase)()  # the mode switched in before its kernels are profiled
             ctx.barrier()
             profiled = profiled_pass(
-                ctx, step_of(phase), f"{config_id}-{phase}", keep_trace, comm, iters or ctx.iters
+                ctx, step_of(phase), f"{config_id}-{phase}", keep_trace, comm, profiled_n
             )
-            per_rank = timed_by_phase[phase] | profiled
+            per_rank = timed_by_phase[phase] | profiled | {"profiled_iters": [float(profiled_n)]}
             if ctx.device.type == "cuda":
                 per_rank["peak_memory_gib"] = [torch.cuda.max_memory_allocated(ctx.device) / GIB]
         else:
