@@ -335,13 +335,18 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
     return _verdict(item, verdict, reason, expected, "", mean, lo, hi)
 
 
+def for_gpus(item, gpus: list[str]) -> bool:
+    """Whether the item's scope (a GPU name it was measured on, or "any") covers `gpus`."""
+    scope = item["scope"]
+    return scope == "any" or any(s.lower() in g.lower() for s in scope for g in gpus)
+
+
 def _unjudgeable(item, run: Results) -> str | None:
     """Why the item is "not applicable" to this run before any row is read."""
     if not run.gpus:
         return CPU_REASON
-    scope = item["scope"]
-    if scope != "any" and not any(s.lower() in g.lower() for s in scope for g in run.gpus):
-        return f"the paper's item is for {', '.join(scope)}; this run has {', '.join(run.gpus)}"
+    if not for_gpus(item, run.gpus):
+        return f"the paper's item is for {', '.join(item['scope'])}; this run has {', '.join(run.gpus)}"
     return None
 
 

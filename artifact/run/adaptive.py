@@ -47,14 +47,14 @@ def pilot_of(
     several items on one metric give it their widest half-width and smallest tolerance."""
     from artifact.analyze.aggregate import summarize
     from artifact.figures import spec_of
-    from artifact.judge.compare import _metric_of, select
+    from artifact.judge.compare import _metric_of, for_gpus, select
 
     summary = summarize(records, {figure: spec_of(figure).derived})
     gpu = next((r["provenance"].get("gpu_model") for r in records if r.get("provenance")), None)
     fed, pilot, modes = False, {}, {}
     for item in items:
-        if not _for_this_gpu(item, gpu):  # compare will call it "not applicable"
-            continue
+        if gpu and not for_gpus(item, [gpu]):  # compare will call it "not applicable"
+            continue  # (records that name no GPU, hand-made or a CPU's, keep every item)
         about = {k: v for k, v in item["rows"].items() if k != "mode"}
         if select(summary, about, None).empty:
             continue
@@ -71,13 +71,6 @@ def pilot_of(
         )
         modes[metric] = sorted(set(modes.get(metric, [])) | set(rows["mode"]))
     return fed, pilot, modes
-
-
-def _for_this_gpu(item: dict[str, Any], gpu: str | None) -> bool:
-    """Whether compare may judge `item` on `gpu` (its scope, as compare._unjudgeable
-    reads it); records that name no GPU (hand-made, a CPU's) keep every item."""
-    scope = item["scope"]
-    return not gpu or scope == "any" or any(s.lower() in gpu.lower() for s in scope)
 
 
 def _alone(records: list[dict[str, Any]]) -> bool:
