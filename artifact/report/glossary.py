@@ -35,6 +35,14 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "how training times its phases: each round runs every phase once (in a row of the Williams design), so a slow spell of the host that lasts seconds falls on every phase alike.",
     ),
     (
+        "timed pass",
+        "the iterations a phase is timed over (training: its interleaved rounds), at least the preset's iterations and seconds; its E2E is their median.",
+    ),
+    (
+        "profiled pass",
+        "the iterations a phase runs under torch.profiler after its timed pass, for its kernel times (Eq. 1) and overlap fraction: the preset's iterations, or at the review and paper presets at least one and 2 s, so a long step is profiled once.",
+    ),
+    (
         "round-adjusted E2E",
         "a phase's E2E from interleaved rounds: the median over rounds of its iteration's share of the round's mean, times the median round mean; phases are compared within rounds.",
     ),
