@@ -67,11 +67,7 @@ def reps_and_time(run: Path) -> pd.DataFrame:
         d = json.loads(stop.read_text()) if stop.is_file() else {}
         steps = pd.Series([(ends[k] - ends[k - 1]).total_seconds() for k in sorted(ends)[1:]])
         med = steps.median() if len(steps) else float("nan")
-        extra = (
-            steps[[k >= PILOT - 1 for k in range(len(steps))]]
-            .clip(upper=60)
-            .where(steps <= 60, med)
-        )
+        extra = steps[PILOT - 1 :].where(steps <= 60, med)
         rows.append(
             {
                 "figure": cfg.parent.name,

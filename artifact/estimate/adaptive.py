@@ -14,6 +14,7 @@ from artifact.analyze import stopping
 from artifact.core.config import Preset
 from artifact.estimate import reference as ref
 from artifact.estimate.model import Row
+from artifact.run.adaptive import ALONE
 
 METHOD = (
     "repetitions by the stopping rule (docs/measurement.md, 'Adaptive repetitions'; what "
@@ -70,8 +71,6 @@ def apply(
             out.append(r)
             continue
         if r.gpus == 1:  # nothing moves (an emulated row has W): no item is judged from it
-            from artifact.run.adaptive import ALONE
-
             n, why = stopping.MIN_REPETITIONS, ALONE
         elif r.feeds:
             n, why = expected_reps(r, items, preset.reps)

@@ -28,6 +28,7 @@ from artifact.report.facts import (
     not_run,
     run_dates,
     stack_deviations,
+    worlds,
 )
 from artifact.results import Results
 from artifact.store import atomic_write_text
@@ -45,12 +46,11 @@ def _first_line(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame) ->
     counts = appendix.counts_sentence(verdicts)
     if not gpus:
         return f"**Functional check on CPU: no claim of the paper was evaluated.** Every number below comes from the CPU (gloo) and checks only that the code paths run. {counts}"
-    real = {c: v for c, v in configs.items() if not v.get("emulated_world")}
-    n = max((c.get("world_size", 1) for c in real.values()), default=1)
+    real, emulated = worlds(configs)
+    n = max(real, default=1)
     where = f"Evaluated items come from: {_evaluated_figures(verdicts)}."
-    if len(real) < len(configs) and n == 1:  # --emulate-world: one GPU playing rank 0 of W
-        ws = sorted({int(v["emulated_world"]) for v in configs.values() if v.get("emulated_world")})
-        return f"**Emulated on 1 x {', '.join(gpus)}: rank 0 of {' and '.join(map(str, ws))} GPUs run alone, its traffic as paced local copies.** No collective crossed a link, so nothing here reproduces or refutes the paper: the emulated rows are a preview, shown beside the paper's numbers and never counted (section 'Emulated W-GPU preview'). {counts} {where}"
+    if emulated and n == 1:  # --emulate-world: one GPU playing rank 0 of W
+        return f"**Emulated on 1 x {', '.join(gpus)}: rank 0 of {' and '.join(map(str, emulated))} GPUs run alone, its traffic as paced local copies.** No collective crossed a link, so nothing here reproduces or refutes the paper: the emulated rows are a preview, shown beside the paper's numbers and never counted (section 'Emulated W-GPU preview'). {counts} {where}"
     if n == 1:
         return f"**Measured on 1 x {', '.join(gpus)}: what one GPU can judge.** With one GPU a collective moves no data, so the training figures (Figs. 4, 5, 10, 11) run no communication and their overlap claims are not applicable; the microbenchmarks run beside labelled one-GPU proxies. {counts} {where} The contention map is beyond the paper: it is measured, not counted among the paper's items. The paper used 4 GPUs of one node."
     return f"**Reproduction on {n} x {', '.join(gpus)}** (the paper used 4 x A100, H100, MI250 or MI210; numbers from other GPUs are compared only through hardware-independent quantities and the claims). {counts} {where}"

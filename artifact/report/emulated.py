@@ -12,6 +12,7 @@ import re
 
 import pandas as pd
 
+from artifact.judge.controls import WHAT
 from artifact.judge.verdicts import of_type
 from artifact.report.appendix import expected_text, measured_text
 from artifact.report.document import Doc
@@ -110,7 +111,7 @@ def preview_section(doc: Doc, run: Results) -> None:
         doc.table(
             ["configuration", "control", "mean [95% CI]", "n", "verdict"],
             [
-                [r.config_id, "Eq. 1 slowdown" if r.item == "control_slowdown" else "sequential penalty",
+                [r.config_id, WHAT[r.item],
                  _ci(r._asdict()), "-" if pd.isna(r.n) else f"{int(r.n)}", r.verdict]
                 for r in controls.itertuples()
             ],

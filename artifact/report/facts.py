@@ -40,12 +40,18 @@ def run_dates(run: Results) -> tuple[str, str]:
     return short[0], short[1]
 
 
+def worlds(configs: dict) -> tuple[list[int], list[int]]:
+    """The world sizes the configurations ran at, and those they emulated (--emulate-world:
+    rank 0 of W alone); an empty folder reads world size 1."""
+    real = sorted({int(c.get("world_size", 1)) for c in configs.values() if not c.get("emulated_world")})  # fmt: skip
+    emulated = sorted({int(c["emulated_world"]) for c in configs.values() if c.get("emulated_world")})  # fmt: skip
+    return real or ([] if emulated else [1]), emulated
+
+
 def world_text(configs: dict, gloo: bool = False) -> str:
     """'world size 1', or with --emulate-world 'emulated world size 4 (rank 0 of 4 run
     alone)' (both where the folder holds both); `gloo`: '2 gloo processes'."""
-    real = sorted({int(c.get("world_size", 1)) for c in configs.values() if not c.get("emulated_world")})  # fmt: skip
-    emulated = sorted({int(c["emulated_world"]) for c in configs.values() if c.get("emulated_world")})  # fmt: skip
-    real = real or ([] if emulated else [1])
+    real, emulated = worlds(configs)
     sizes, shown = ", ".join(map(str, real)), ", ".join(map(str, emulated))
     parts = [f"{sizes} gloo processes" if gloo else f"world size {sizes}"] if real else []
     parts += [f"emulated world size {shown} (rank 0 of {shown} run alone)"] if emulated else []

@@ -9,6 +9,7 @@ import math
 
 import pandas as pd
 
+from artifact.judge.controls import WHAT
 from artifact.judge.verdicts import of_type
 from artifact.report.appendix import measured_text
 from artifact.report.document import Doc
@@ -57,7 +58,7 @@ def controls_section(doc: Doc, verdicts: pd.DataFrame) -> None:
     doc.table(
         ["figure", "configuration", "control", "mean [95% CI]", "n", "verdict"],
         [
-            [r.figure, r.config_id, "Eq. 1 slowdown" if r.item == "control_slowdown" else "sequential penalty",
+            [r.figure, r.config_id, WHAT[r.item],
              f"{_pct(r.mean)} [{_pct(r.ci_low)}, {_pct(r.ci_high)}]", f"{int(r.n)}", r.verdict]
             for r in controls.itertuples()
         ],
