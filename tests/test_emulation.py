@@ -84,13 +84,22 @@ def _emulated(rank: int, port: int, results):
     emulation.join(2, torch.device("cpu"))
     install_collective_modes()
     cpu = torch.device("cpu")
+    launched, traffic = [], emulation.traffic
+
+    def counted(*args, **kwargs):  # the seam: which path each collective took
+        launched.append(kwargs.get("zero_bytes", args[5] if len(args) > 5 else False))
+        return traffic(*args, **kwargs)
+
+    emulation.traffic = counted
     for phase in ("overlap", "sequential", "nocomm", "overlap_control", "sequential_control"):
         emulation.TRAFFIC.clear()
+        launched.clear()
         gathered, scattered = torch.zeros(2 * SHARD), torch.zeros(SHARD)
         with collectives_for(phase, cpu):
             dist.all_gather_into_tensor(gathered, torch.full((SHARD,), 1.0))
             dist.reduce_scatter_tensor(scattered, torch.arange(1.0, 2 * SHARD + 1))
         results[phase] = (dict(emulation.TRAFFIC), gathered.tolist(), scattered.tolist())
+        results[f"{phase} launched"] = list(launched)
     dist.destroy_process_group()
 
 
@@ -117,6 +126,18 @@ def test_nocomm_and_the_zero_byte_controls_move_nothing(traffic):
         moved, gathered, _ = emulated[phase]
         assert sum(moved.values()) == 0, phase
         assert gathered == [1.0] * (2 * SHARD)  # outputs filled all the same
+
+
+@pytest.mark.slow
+def test_a_control_takes_the_path_of_the_bytes_with_none_moved(traffic):
+    """Each control collective goes through the emulated traffic's launch (its stream
+    order, event and wait on a GPU) as its mode's bytes do, with zero bytes: the control
+    differs from the measured phase by the copies alone. nocomm launches nothing."""
+    _, emulated = traffic
+    for mode in ("overlap", "sequential"):
+        assert emulated[f"{mode} launched"] == [False, False]
+        assert emulated[f"{mode}_control launched"] == [True, True]
+    assert emulated["nocomm launched"] == []
 
 
 def test_ring_fractions_at_larger_worlds():

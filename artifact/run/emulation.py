@@ -201,27 +201,31 @@ class _Pacer:
 _pacers: dict[torch.device, _Pacer] = {}
 
 
-def traffic(name: str, a: dict, device: torch.device, gathers, scatters):
-    """Launch rank 0's traffic for one collective; a handle on a GPU, None on a CPU."""
+def traffic(name: str, a: dict, device: torch.device, gathers, scatters, zero_bytes=False):
+    """Launch rank 0's traffic for one collective; a handle on a GPU, None on a CPU.
+    `zero_bytes` (the controls): the same stream order, event and handle, no copies."""
     import torch.distributed as dist
 
+    w = dist.get_world_size(a.get("group"))
     with torch.profiler.record_function(EMULATED_MARK):  # the trace counts it as communication
-        return _traffic(name, a, device, dist.get_world_size(a.get("group")), gathers, scatters)
+        return _traffic(name, a, device, w, gathers, scatters, zero_bytes)
 
 
-def _traffic(name: str, a: dict, device: torch.device, w: int, gathers, scatters):
+def _traffic(name: str, a: dict, device: torch.device, w: int, gathers, scatters, zero_bytes):
     stream = comm_stream(device)
     if stream is None:  # CPU: plain copies, now
-        _copies(name, a, w, gathers, scatters)
+        if not zero_bytes:
+            _copies(name, a, w, gathers, scatters)
         return None
     if _link[0] and device not in _pacers:
         _pacers[device] = _Pacer(device)  # once, before any copy is queued
     stream.wait_stream(torch.cuda.current_stream(device))  # inputs are ready first
-    before = moved_bytes()
+    before, touched = moved_bytes(), []
     with torch.cuda.stream(stream):
-        touched = _copies(name, a, w, gathers, scatters)
-        if _link[0]:
-            _pacers[device].pad(moved_bytes() - before, _link[0])
+        if not zero_bytes:
+            touched = _copies(name, a, w, gathers, scatters)
+            if _link[0]:
+                _pacers[device].pad(moved_bytes() - before, _link[0])
         event = torch.cuda.Event()
         event.record(stream)
     for t in touched:  # the caching allocator must not hand these out while copies run

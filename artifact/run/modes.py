@@ -157,17 +157,16 @@ def _emulated(name: str, bound: inspect.BoundArguments):
     local copies, run as the mode prescribes; the zero-byte control moves none."""
     from artifact.run import emulation
 
-    mode, device = _state["mode"], _state["device"]
+    mode, device, zero = _state["mode"], _state["device"], _state["zero_bytes"]
     wants_handle = bound.arguments.get("async_op", False)
-    if mode is None or mode is Mode.NOCOMM or _state["zero_bytes"]:
+    if mode is None or mode is Mode.NOCOMM or zero:
         # outside a measured step (set-up), nocomm and the controls: outputs filled, no bytes
         _nocomm_stand_in(name, bound.arguments)
-        if mode is Mode.SEQUENTIAL:  # the control keeps the stream ordering, on no bytes
-            in_stream_order(lambda: None, device, emulation.comm_stream(device))
+    if mode is None or mode is Mode.NOCOMM:
         return DONE if wants_handle else None
 
-    def launch():
-        return emulation.traffic(name, bound.arguments, device, _GATHERS, _SCATTERS)
+    def launch():  # a control takes the bytes' path (stream order, event, wait), no copies
+        return emulation.traffic(name, bound.arguments, device, _GATHERS, _SCATTERS, zero)
 
     if mode is Mode.OVERLAP:
         work = launch() or DONE
