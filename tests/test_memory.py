@@ -5,6 +5,7 @@ results/h200x1/all-quick holds every training configuration's measured peak
 used to decide whether it fits (`memory_estimate_gib` in configs.json)."""
 
 import dataclasses
+import importlib.util
 import json
 
 import pandas as pd
@@ -54,5 +55,36 @@ def test_the_h200_run_has_training_peaks():
 @pytest.mark.parametrize("config,peak", _measured())
 def test_estimate_within_20_percent_of_the_measured_peak(config, peak):
     estimate = _estimate(config)
-    assert estimate == pytest.approx(config["memory_estimate_gib"], rel=1e-9)  # what the run used
+    if config["parallelism"] == "pipeline":  # what the run used (FSDP's was recounted since)
+        assert estimate == pytest.approx(config["memory_estimate_gib"], rel=1e-9)
     assert estimate == pytest.approx(peak, rel=0.20), (config["model"], config["precision"])
+
+
+def _activation_count():
+    path = ROOT / "benchmarks" / "activation_count.py"
+    spec = importlib.util.spec_from_file_location("activation_count", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "name,precision,micro_batch,recompute",
+    [
+        ("gpt3-1.3b", "fp16", 8, False),
+        ("gpt3-1.3b", "fp32", 8, False),
+        ("gpt3-2.7b", "fp16", 32, True),
+        ("llama2-13b", "bf16", 8, True),
+        ("llama2-13b", "fp32", 8, True),  # the one where a recomputed block outweighs the loss
+    ],
+)
+def test_the_fsdp_estimate_holds_what_the_model_holds(name, precision, micro_batch, recompute):
+    """The estimate's activation and loss terms against DecoderLM's own step, counted on the
+    meta device (paper shapes, the GPU's attention and RMSNorm kernels): within 4 %. The
+    earlier terms (Korthikanti's, with dropout; 10 bytes a logit) were 14 to 18 % over for
+    LLaMA-2 13B with recomputation."""
+    count = _activation_count()
+    model = get_model(name)
+    held = count.held_bytes(model, micro_batch, precision, recompute)
+    estimated = memory.activation_bytes(model, micro_batch, precision, recompute)
+    assert estimated == pytest.approx(held, rel=0.04)

@@ -4,21 +4,37 @@ Used before a configuration is built (artifact.run.capability) so that one that 
 is recorded "not run" instead of dying in the middle of a figure. An estimate, not a
 measurement: every record also carries the measured peak (`peak_memory_gib`).
 
-Model states: ZeRO-3 shards parameters, gradients and Adam states over the ranks;
-16 bytes a parameter in every precision (half: 2 parameter + 2 gradient + 4 FP32 master
-+ 8 Adam; FP32: 4 + 4 + 8). FSDP2 (artifact.workloads.fsdp2) shards the same 16 bytes
-(4 FP32 parameter + 4 FP32 gradient + 8 Adam; its half-precision copies exist only while
-a unit is gathered, as ZeRO-3's live parameters), so one estimate serves both. A pipeline stage keeps its own layers whole; torch's AdamW
-on Megatron's Float16Module keeps states in the parameters' dtype (half: 2 + 2 + 4 = 8
-bytes; FP32: 16).
+Model states: ZeRO-3 shards parameters, gradients and Adam states over the ranks. Counted
+(DeepSpeed 0.19 on a CPU, rank 0 of 1 and of 4, two model sizes: every live tensor after a
+step): 16 bytes a parameter in half precision (2 parameter + 2 gradient + 4 FP32 master
++ 8 Adam), 20 in FP32 (by DeepSpeed's source: 4 parameter, also the master copy, 4
+gradient, 8 Adam and 4 the optimizer's FP32 gradient buffer), plus one gradient bucket of
+reduce_bucket_size elements in the parameters' dtype. On one H200 at world size 1 these
+and the activations below leave 0.15 (FP16) and 0.21 GiB (FP32) of the measured peak.
+FSDP2 (artifact.workloads.fsdp2) shards 16 bytes (4 FP32 parameter + 4 FP32 gradient + 8
+Adam; its half-precision copies exist only while a unit is gathered). Not yet counted:
+the parameters ZeRO-3 holds gathered at W > 1 (up to stage3_max_live_parameters of them;
+benchmarks/emulated_memory.py measures them on a GPU). A pipeline stage keeps its own
+layers whole; torch's AdamW on Megatron's Float16Module keeps states in the parameters'
+dtype (half: 2 + 2 + 4 = 8 bytes; FP32: 16).
 
-Activations per layer, from Korthikanti et al. 2022 ("Reducing activation recomputation
-in large transformer models", no tensor parallelism), in 16-bit bytes:
+Activations. FSDP rows run artifact.workloads.models.DecoderLM, whose step was counted
+tensor by tensor (benchmarks/activation_count.py: its forward, loss and backward on the
+meta device with the GPU's attention and RMSNorm kernels). A block keeps, in 16-bit bytes
+per s*b*h: attention 10 (the QKV input 2, Q, K and V 6, the attention output 2; LLaMA's
+rotated Q and K 4 more), the two norms' inputs 4, the MLP's input 2 and 4*f/h (GPT: the
+GELU's input and output) or 8*f/h (SwiGLU: gate, up, SiLU and their product); FP32
+doubles it. At the loss's backward each logit holds 12 bytes (the FP32 log-softmax, its
+gradient and the input's gradient), every block's activations still kept. With
+recomputation each block keeps its input only, and the loss's peak and one block's
+recomputation (with its backward's gradients) come one after the other.
+
+Pipeline rows run Megatron-core's layers: Korthikanti et al. 2022 ("Reducing activation
+recomputation in large transformer models", no tensor parallelism), in 16-bit bytes:
     s*b*h*(15 + MLP) + 5*a*s*s*b   (the last term only where attention is materialised)
-with MLP = 3 + 4*f/h for GPT's two-matrix MLP and 2 + 8*f/h for LLaMA's SwiGLU. FSDP
-rows use torch's scaled_dot_product_attention (fused: no attention matrix); the
-Megatron local spec materialises it. FP32 doubles every activation. The logits add
-b*s*V*(act + 4 + 4) bytes (the FP32 copy for the loss and its gradient).
+with MLP = 3 + 4*f/h for GPT's two-matrix MLP and 2 + 8*f/h for LLaMA's SwiGLU. FP32
+doubles every activation. The logits add b*s*V*(act + 4 + 4) bytes (the FP32 copy for
+the loss and its gradient).
 """
 
 from __future__ import annotations
@@ -28,7 +44,10 @@ from dataclasses import replace
 from artifact.core.config import ModelConfig
 from artifact.core.units import GIB  # noqa: F401  (memory.GIB: the experiments use it)
 
-RUNTIME_OVERHEAD = 1.0 * GIB  # cuBLAS workspaces, NCCL buffers, allocator fragmentation
+# cuBLAS workspaces, NCCL buffers, allocator fragmentation (on one H200 at world size 1,
+# 0.15 to 0.21 GiB beyond every other term: the rest is room for NCCL's buffers at W > 1)
+RUNTIME_OVERHEAD = 1.0 * GIB
+DEEPSPEED_REDUCE_BUCKET = int(5e8)  # elements: ZeRO-3's reduce_bucket_size (fsdp_deepspeed)
 
 
 def _act_bytes(precision: str) -> int:
@@ -51,19 +70,59 @@ def layer_activation_bytes(
 
 
 def logits_bytes(m: ModelConfig, micro_batch: int, precision: str) -> float:
+    """Megatron-core's logits at one pipeline stage (Korthikanti's accounting)."""
     return micro_batch * m.seq_len * m.vocab * (_act_bytes(precision) + 8)
 
 
+def block_bytes(m: ModelConfig, micro_batch: int, precision: str) -> float:
+    """What one DecoderLM block keeps for its backward pass (counted: the docstring above)."""
+    s, b, h, f = m.seq_len, micro_batch, m.hidden, m.ffn_hidden
+    llama = m.family == "llama2"
+    per_16bit = s * b * h * (10 + (4 if llama else 0) + 4 + 2 + (8 if llama else 4) * f / h)
+    return per_16bit * _act_bytes(precision) / 2
+
+
+# a block recomputed in the backward pass holds its activations and about a third more in
+# gradients while its backward runs (counted: 1.26 to 1.33 times the block)
+RECOMPUTED_BLOCK = 4 / 3
+LOSS_BYTES_PER_LOGIT = 12  # three FP32 tensors of the logits' shape at the loss's backward
+
+
+def loss_bytes(m: ModelConfig, micro_batch: int) -> float:
+    """The peak the loss adds (artifact.workloads.models.lm_loss), whatever the precision."""
+    return micro_batch * m.seq_len * m.vocab * LOSS_BYTES_PER_LOGIT
+
+
+def states_bytes(
+    m: ModelConfig, world_size: int, precision: str = "fp16", impl: str = "deepspeed"
+) -> float:
+    """Model states on one rank, sharded over the ranks (the module docstring's bytes)."""
+    per_param = 20 if impl == "deepspeed" and _act_bytes(precision) == 4 else 16
+    return per_param * total_params(m) / world_size
+
+
 def fsdp_bytes(
-    m: ModelConfig, micro_batch: int, precision: str, world_size: int, recompute: bool = False
+    m: ModelConfig,
+    micro_batch: int,
+    precision: str,
+    world_size: int,
+    recompute: bool = False,
+    impl: str = "deepspeed",
 ) -> float:
     """One rank of DeepSpeed ZeRO-3 or FSDP2 over `world_size` ranks (torch SDPA attention)."""
-    states = 16 * total_params(m) / world_size
-    layer = layer_activation_bytes(m, micro_batch, precision, materialised_attention=False)
-    # with recomputation only each layer's input stays, plus one layer's full activations
-    kept = m.layers * (m.seq_len * micro_batch * m.hidden * _act_bytes(precision)) + layer
-    acts = kept if recompute else m.layers * layer
-    return states + acts + logits_bytes(m, micro_batch, precision) + RUNTIME_OVERHEAD
+    acts = activation_bytes(m, micro_batch, precision, recompute)
+    # DeepSpeed's gradient bucket (contiguous_gradients), in the parameters' dtype
+    bucket = DEEPSPEED_REDUCE_BUCKET * _act_bytes(precision) if impl == "deepspeed" else 0
+    return states_bytes(m, world_size, precision, impl) + bucket + acts + RUNTIME_OVERHEAD
+
+
+def activation_bytes(m: ModelConfig, micro_batch: int, precision: str, recompute: bool) -> float:
+    """DecoderLM's activations and loss at the step's peak (the module docstring)."""
+    layer, loss = block_bytes(m, micro_batch, precision), loss_bytes(m, micro_batch)
+    if recompute:  # each block's input stays; the loss's peak, then one block recomputed
+        inputs = m.layers * m.seq_len * micro_batch * m.hidden * _act_bytes(precision)
+        return inputs + max(loss, layer * RECOMPUTED_BLOCK)
+    return m.layers * layer + loss
 
 
 def pipeline_bytes(
@@ -122,4 +181,6 @@ def estimate(spec, world_size: int) -> float:
             materialised_attention=getattr(spec, "attention", "local") == "local",
             recompute=recompute,
         )
-    return fsdp_bytes(spec.model, spec.micro_batch, spec.precision, world_size, recompute)
+    return fsdp_bytes(
+        spec.model, spec.micro_batch, spec.precision, world_size, recompute, spec.impl
+    )

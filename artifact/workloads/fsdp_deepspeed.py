@@ -19,6 +19,7 @@ import torch
 
 from artifact.core.config import ModelConfig
 from artifact.core.errors import bad_choice
+from artifact.estimate import memory
 from artifact.run.modes import collectives_for, install_collective_modes
 from artifact.workloads import FSDP_IMPLS
 from artifact.workloads.models import Block, DecoderLM, lm_loss, synthetic_batch
@@ -67,7 +68,7 @@ def deepspeed_config(spec: FsdpSpec) -> dict:
             # gradients copied into one buffer as produced: no fragmentation
             "contiguous_gradients": True,
             # DeepSpeed's default: few, large reduce-scatters
-            "reduce_bucket_size": int(5e8),
+            "reduce_bucket_size": memory.DEEPSPEED_REDUCE_BUCKET,
             # gather the next two blocks ahead of use (DeepSpeed's default, 5e7, is less
             # than one block from GPT-3 2.7B up)
             "stage3_prefetch_bucket_size": 2 * block,
