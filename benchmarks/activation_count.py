@@ -32,9 +32,9 @@ import torch.nn.functional as F
 # this checkout's artifact package, not another one an editable install may point to
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from artifact.core.config import ModelConfig, get_preset  # noqa: E402
+from artifact.core.errors import ArtifactError  # noqa: E402
 from artifact.core.units import GIB  # noqa: E402
 from artifact.estimate import memory  # noqa: E402
-from artifact.estimate.model import training_grid  # noqa: E402
 from artifact.workloads.models import DecoderLM, lm_loss  # noqa: E402
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
@@ -103,39 +103,30 @@ def held_bytes(model: ModelConfig, micro_batch: int, precision: str, recompute: 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from emulated_memory import configurations  # the run's builders, rank 0 of 4 (a script)
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="paper")
     args = p.parse_args(argv)
-    preset = get_preset(args.preset)
-    from artifact.core.options import RunOptions
-    from artifact.experiments import fsdp  # the run's own recompute decision
-    from artifact.run.runner import RunContext
-    from artifact.store import RunStore
-
+    try:
+        preset = get_preset(args.preset)
+    except ArtifactError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print("| model | precision | micro-batch | recompute | counted GiB | estimated GiB | ratio |")
     print("|---|---|---:|---|---:|---:|---:|")
-    seen = set()
-    for fig in ("fig4", "fig10", "fig11"):
-        for name, par, mb, prec in training_grid(preset, fig):
-            if par != "fsdp":
-                continue
-            ctx = RunContext(
-                figure="", preset=preset, device=torch.device("cpu"), rank=0, world_size=4,
-                store=RunStore(Path(".")), provenance={}, reps=1, warmup=1, iters=1,
-                options=RunOptions(),
-            )  # fmt: skip
-            spec = fsdp.config_for(ctx, name, mb, prec).spec
-            key = (spec.model.name, prec, mb, spec.recompute)
-            if key in seen:
-                continue
-            seen.add(key)
-            held = held_bytes(spec.model, mb, prec, spec.recompute)
-            est = memory.activation_bytes(spec.model, mb, prec, spec.recompute)
-            print(
-                f"| {key[0]} | {prec} | {mb} | {'on' if spec.recompute else 'off'} | "
-                f"{held / GIB:.1f} | {est / GIB:.1f} | {est / held:.2f} |",
-                flush=True,
-            )
+    for point, _ in configurations(preset, 4, ["fig4", "fig10", "fig11"], torch.device("cpu")):
+        spec = point.spec
+        if hasattr(spec, "num_microbatches"):  # the pipeline runs Megatron's layers
+            continue
+        m, mb, prec, rc = spec.model, spec.micro_batch, spec.precision, spec.recompute
+        held = held_bytes(m, mb, prec, rc)
+        est = memory.activation_bytes(m, mb, prec, rc)
+        print(
+            f"| {m.name} | {prec} | {mb} | {'on' if rc else 'off'} | "
+            f"{held / GIB:.1f} | {est / GIB:.1f} | {est / held:.2f} |",
+            flush=True,
+        )
     return 0
 
 
