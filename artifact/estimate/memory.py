@@ -5,8 +5,8 @@ is recorded "not run" instead of dying in the middle of a figure. An estimate, n
 measurement: every record also carries the measured peak (`peak_memory_gib`).
 
 Model states: ZeRO-3 shards parameters, gradients and Adam states over the ranks. Counted
-(DeepSpeed 0.19 on a CPU, rank 0 of 1 and of 4, two model sizes: every live tensor after a
-step): 16 bytes a parameter in half precision (2 parameter + 2 gradient + 4 FP32 master
+(benchmarks/zero3_memory.py: DeepSpeed 0.19 on a CPU, rank 0 of 4 and of 16, every
+allocation and free): 16 bytes a parameter in half precision (2 parameter + 2 gradient + 4 FP32 master
 + 8 Adam), 20 in FP32 (by DeepSpeed's source: 4 parameter, also the master copy, 4
 gradient, 8 Adam and 4 the optimizer's FP32 gradient buffer), plus one gradient bucket of
 reduce_bucket_size elements in the parameters' dtype. On one H200 at world size 1 these
