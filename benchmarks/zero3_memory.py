@@ -7,7 +7,8 @@ under torch.profiler with profile_memory: every allocation and free, so the live
 exact. Printed, per parameter: the states at rest between steps (less DeepSpeed's reduce
 bucket), what the optimizer step adds (a parameter of the shard), and what the forward and
 backward add at their peak (a parameter of the whole model: gathered parameters,
-gradients in flight).
+gradients in flight); then how many parameters ZeRO-3 still holds gathered as a backward
+pass begins, beside artifact.estimate.memory.gathered_params.
 
     python benchmarks/zero3_memory.py --world 4 --layers 4 --precision bf16
 """
@@ -59,11 +60,14 @@ def main(argv: list[str] | None = None) -> int:
             raise bad_choice("precision", args.precision, PRECISIONS)
         if args.layers < 1:
             raise ArtifactError(f"--layers must be at least 1, got {args.layers}")
+
     except ArtifactError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     from artifact.run import emulation
+    from artifact.run.modes import collectives_for
     from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
+    from artifact.workloads.models import lm_loss
 
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")
     cpu = torch.device("cpu")
@@ -81,6 +85,17 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(3):
             with record_function(f"step{i}"):
                 trainer.step("overlap")
+    # one more forward: which parameters ZeRO-3 still holds gathered as the backward begins
+    from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus
+
+    with collectives_for("overlap", cpu):
+        loss = lm_loss(trainer.engine(trainer.tokens), trainer.tokens)
+        held = sum(
+            p.ds_numel
+            for p in trainer.engine.module.parameters()
+            if p.ds_status == ZeroParamStatus.AVAILABLE and not p.ds_persist
+        )
+        trainer.engine.backward(loss)
     with tempfile.TemporaryDirectory() as tmp:
         prof.export_chrome_trace(f"{tmp}/trace.json")
         trace = json.loads(Path(f"{tmp}/trace.json").read_text())
@@ -113,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"  forward and backward: +{(step_peak - rest) / params:.2f} bytes a parameter of the model"
+    )
+    print(
+        f"  gathered as the backward begins: {held / 1e6:.1f} M parameters "
+        f"(estimate: {memory.gathered_params(model) / 1e6:.1f} M)"
     )
     sys.stdout.flush()
     os._exit(0)  # as the run's worker leaves: DeepSpeed has aborted at exit

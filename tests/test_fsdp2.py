@@ -299,10 +299,11 @@ def test_config_ids_and_records_name_the_implementation():
         "torch-fsdp2",
         "fsdp",
     )
-    # the same activations; DeepSpeed adds its gradient bucket and, in FP32, 4 bytes a
-    # parameter (20 against FSDP2's 16)
+    # the same activations; DeepSpeed adds its gradient bucket, the gathered parameters it
+    # keeps for the backward pass and, in FP32, 4 bytes a parameter (20 against FSDP2's 16)
     ds = fsdp.config_for(_ctx(), "gpt-tiny", 2, "fp32")[2]
-    extra = memory.DEEPSPEED_REDUCE_BUCKET * 4 + 4 * memory.total_params(spec.model) / 2
+    kept = memory.DEEPSPEED_REDUCE_BUCKET + memory.gathered_params(spec.model)
+    extra = kept * 4 + 4 * memory.total_params(spec.model) / 2
     assert memory.estimate(ds, 2) - memory.estimate(spec, 2) == pytest.approx(extra)
     assert memory.estimate(spec, 2) > 0
 

@@ -110,3 +110,19 @@ def test_the_zero3_states_are_what_deepspeed_allocates(precision, per_param):
     assert memory.states_bytes(get_model("gpt3-1.3b"), 1, precision) / memory.total_params(
         get_model("gpt3-1.3b")
     ) == pytest.approx(per_param)
+
+
+def test_the_estimate_at_w4_holds_the_emulated_gpu_peak():
+    """The one peak measured at W > 1: session 12's emulated fig4 on one H200 (GPT-3 1.3B
+    ZeRO-3 FP16, rank 0 of 4). Within 2 % with the gathered parameters ZeRO-3 keeps for the
+    backward pass; the estimate the run used (before session 13) was 9 % low."""
+    run = ROOT / "results" / "h200x1" / "session12" / "emulated-w4"
+    summary = pd.read_csv(run / "summary.csv")
+    (config_id,) = json.loads((run / "configs.json").read_text())
+    config = json.loads((run / "configs.json").read_text())[config_id]
+    rows = summary[(summary["metric"] == "peak_memory_gib") & (summary["mode"] == "overlap")]
+    peak = float(rows["mean"].iloc[0])
+    model = dataclasses.replace(get_model(config["model"]), seq_len=config["seq_len"])
+    estimate = memory.fsdp_bytes(model, config["micro_batch"], config["precision"], 4)
+    assert peak / config["memory_estimate_gib"] > 1.09  # the run's own estimate
+    assert estimate / memory.GIB == pytest.approx(peak, rel=0.02)

@@ -12,9 +12,9 @@ gradient, 8 Adam and 4 the optimizer's FP32 gradient buffer), plus one gradient 
 reduce_bucket_size elements in the parameters' dtype. On one H200 at world size 1 these
 and the activations below leave 0.15 (FP16) and 0.21 GiB (FP32) of the measured peak.
 FSDP2 (artifact.workloads.fsdp2) shards 16 bytes (4 FP32 parameter + 4 FP32 gradient + 8
-Adam; its half-precision copies exist only while a unit is gathered). Not yet counted:
-the parameters ZeRO-3 holds gathered at W > 1 (up to stage3_max_live_parameters of them;
-benchmarks/emulated_memory.py measures them on a GPU). A pipeline stage keeps its own
+Adam; its half-precision copies exist only while a unit is gathered). At W > 1 ZeRO-3 also keeps gathered, into the
+backward pass, the parameters it will reuse soon (gathered_params; on the CPU every one of
+a small model's, on one H200 at W = 4 GPT-3 1.3B's head and last 9 blocks). A pipeline stage keeps its own
 layers whole; torch's AdamW on Megatron's Float16Module keeps states in the parameters'
 dtype (half: 2 + 2 + 4 = 8 bytes; FP32: 16).
 
@@ -47,7 +47,10 @@ from artifact.core.units import GIB  # noqa: F401  (memory.GIB: the experiments 
 # cuBLAS workspaces, NCCL buffers, allocator fragmentation (on one H200 at world size 1,
 # 0.15 to 0.21 GiB beyond every other term: the rest is room for NCCL's buffers at W > 1)
 RUNTIME_OVERHEAD = 1.0 * GIB
-DEEPSPEED_REDUCE_BUCKET = int(5e8)  # elements: ZeRO-3's reduce_bucket_size (fsdp_deepspeed)
+# ZeRO-3's settings (artifact.workloads.fsdp_deepspeed.deepspeed_config), in elements
+DEEPSPEED_REDUCE_BUCKET = int(5e8)  # reduce_bucket_size
+DEEPSPEED_MAX_LIVE = int(1e9)  # stage3_max_live_parameters
+DEEPSPEED_MAX_REUSE = int(1e9)  # stage3_max_reuse_distance
 
 
 def _act_bytes(precision: str) -> int:
@@ -93,6 +96,23 @@ def loss_bytes(m: ModelConfig, micro_batch: int) -> float:
     return micro_batch * m.seq_len * m.vocab * LOSS_BYTES_PER_LOGIT
 
 
+def block_params(m: ModelConfig) -> int:
+    """Parameters of one transformer block (as ZeRO-3's prefetch bucket counts them)."""
+    return (m.params - m.vocab * m.hidden) // m.layers
+
+
+def gathered_params(m: ModelConfig) -> int:
+    """Parameters ZeRO-3 still holds gathered where the backward pass begins, at W > 1: it
+    keeps a parameter whose next use lies within stage3_max_reuse_distance parameters of
+    the module trace. The output head's next use is next; a block's lies past every later
+    block forward and back, so the last ceil((distance - head) / (2 * block)) blocks stay.
+    Bounded by the model and by stage3_max_live_parameters (its prefetching keeps up to
+    that many too: on the CPU, with the distance 0; docs/measurement.md)."""
+    head, block = m.vocab * m.hidden, block_params(m)
+    blocks = min(m.layers, max(0, -(-(DEEPSPEED_MAX_REUSE - head) // (2 * block))))
+    return min(total_params(m), DEEPSPEED_MAX_LIVE, head + blocks * block)
+
+
 def states_bytes(
     m: ModelConfig, world_size: int, precision: str = "fp16", impl: str = "deepspeed"
 ) -> float:
@@ -111,9 +131,13 @@ def fsdp_bytes(
 ) -> float:
     """One rank of DeepSpeed ZeRO-3 or FSDP2 over `world_size` ranks (torch SDPA attention)."""
     acts = activation_bytes(m, micro_batch, precision, recompute)
-    # DeepSpeed's gradient bucket (contiguous_gradients), in the parameters' dtype
-    bucket = DEEPSPEED_REDUCE_BUCKET * _act_bytes(precision) if impl == "deepspeed" else 0
-    return states_bytes(m, world_size, precision, impl) + bucket + acts + RUNTIME_OVERHEAD
+    states = states_bytes(m, world_size, precision, impl)
+    if impl != "deepspeed":
+        return states + acts + RUNTIME_OVERHEAD
+    # its gradient bucket (contiguous_gradients) and, at W > 1, the gathered parameters kept
+    # for the backward pass (at W = 1 the shard is the parameter: nothing more is allocated)
+    held = DEEPSPEED_REDUCE_BUCKET + (gathered_params(m) if world_size > 1 else 0)
+    return states + held * _act_bytes(precision) + acts + RUNTIME_OVERHEAD
 
 
 def activation_bytes(m: ModelConfig, micro_batch: int, precision: str, recompute: bool) -> float:

@@ -55,7 +55,7 @@ class FsdpSpec:
 def deepspeed_config(spec: FsdpSpec) -> dict:
     """ZeRO-3 set for throughput with memory to spare (docs/measurement.md, Workload settings)."""
     m = spec.model
-    block = (m.params - m.vocab * m.hidden) // m.layers  # parameters of one transformer block
+    block = memory.block_params(m)
     cfg = {
         "train_micro_batch_size_per_gpu": spec.micro_batch,
         "gradient_accumulation_steps": 1,
@@ -76,8 +76,8 @@ def deepspeed_config(spec: FsdpSpec) -> dict:
             "stage3_param_persistence_threshold": int(1e5),
             # keep gathered parameters while memory allows (DeepSpeed's defaults): no
             # re-gathers between the forward's last blocks and the backward's first
-            "stage3_max_live_parameters": int(1e9),
-            "stage3_max_reuse_distance": int(1e9),
+            "stage3_max_live_parameters": memory.DEEPSPEED_MAX_LIVE,
+            "stage3_max_reuse_distance": memory.DEEPSPEED_MAX_REUSE,
         },
     }
     if spec.precision == "fp16":
