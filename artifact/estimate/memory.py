@@ -66,6 +66,7 @@ def total_params(m: ModelConfig) -> int:
 def layer_activation_bytes(
     m: ModelConfig, micro_batch: int, precision: str, materialised_attention: bool
 ) -> float:
+    """One Megatron-core layer's activations (Korthikanti's accounting: the docstring)."""
     s, b, h, a, f = m.seq_len, micro_batch, m.hidden, m.heads, m.ffn_hidden
     mlp = (2 + 8 * f / h) if m.family == "llama2" else (3 + 4 * f / h)
     per_16bit = s * b * h * (15 + mlp) + (5 * a * s * s * b if materialised_attention else 0)
