@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from artifact.core.config import ModelConfig  # noqa: E402
 from artifact.core.emulated import ACCEPTED, check_world  # noqa: E402
 from artifact.core.errors import ArtifactError, bad_choice  # noqa: E402
+from artifact.core.units import GIB  # noqa: E402
 from artifact.estimate import memory  # noqa: E402
 
 PRECISIONS = ("bf16", "fp32")  # what DeepSpeed's CPU accelerator takes
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  states at rest: {(rest - bucket) / shard:.2f} bytes a parameter of the shard "
         f"(estimate: {memory.states_bytes(model, 1, args.precision) / params:.0f}) "
-        f"+ the reduce bucket {bucket / 1e9:.2f} GB"
+        f"+ the reduce bucket {bucket / GIB:.2f} GiB"
     )
     print(
         f"  optimizer step: +{(peak(o0, o1) - at(o0)) / shard:.2f} bytes a parameter of the shard"
