@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from artifact import env as envmod  # noqa: E402
 from artifact.core.config import Preset, get_preset  # noqa: E402
-from artifact.core.emulated import ACCEPTED, EMULATION_OPTIONS, check_world  # noqa: E402
+from artifact.core.emulated import EMULATION_OPTIONS, check_world  # noqa: E402
 from artifact.core.errors import ArtifactError, bad_choice  # noqa: E402
 from artifact.core.units import GIB  # noqa: E402
 from artifact.estimate import memory  # noqa: E402
@@ -75,12 +75,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def check(args: argparse.Namespace) -> tuple[Preset, int, list[str]]:
     """The preset, W and the figures, or one ArtifactError naming the bad value."""
     preset = get_preset(args.preset)
-    try:
-        world = check_world(args.world)
-    except ArtifactError:
-        raise ArtifactError(
-            f"--world {args.world!r} is not accepted; accepted: {ACCEPTED}"
-        ) from None
+    world = check_world(args.world, "--world")
     figures = list(dict.fromkeys(f.strip() for f in args.figures.split(",")))
     for f in figures:
         if f not in FIGURES:

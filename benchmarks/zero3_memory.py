@@ -28,7 +28,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 # this checkout's artifact package, not another one an editable install may point to
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from artifact.core.config import ModelConfig  # noqa: E402
-from artifact.core.emulated import ACCEPTED, check_world  # noqa: E402
+from artifact.core.emulated import check_world  # noqa: E402
 from artifact.core.errors import ArtifactError, bad_choice  # noqa: E402
 from artifact.core.units import GIB  # noqa: E402
 from artifact.estimate import memory  # noqa: E402
@@ -51,12 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--precision", default="bf16", help=f"one of {', '.join(PRECISIONS)}")
     args = p.parse_args(argv)
     try:
-        try:
-            world = check_world(args.world)
-        except ArtifactError:
-            raise ArtifactError(
-                f"--world {args.world!r} is not accepted; accepted: {ACCEPTED}"
-            ) from None
+        world = check_world(args.world, "--world")
         if args.precision not in PRECISIONS:
             raise bad_choice("precision", args.precision, PRECISIONS)
         if args.layers < 1:

@@ -19,14 +19,14 @@ NOTE_PREFIX = "emulated:"
 EMULATION_OPTIONS = frozenset({"emulate_world", "link_gbps"})
 
 
-def check_world(value) -> int:
-    """The --emulate-world value as an int, or one plain error naming it and what is accepted."""
+def check_world(value, flag: str = "--emulate-world") -> int:
+    """The `flag`'s value as an int, or one plain error naming it and what is accepted."""
     try:
         world = int(str(value), 10)
     except ValueError:
         world = 0
     if world < 2 or str(world) != str(value).strip():
-        raise ArtifactError(f"--emulate-world {value!r} is not accepted; accepted: {ACCEPTED}")
+        raise ArtifactError(f"{flag} {value!r} is not accepted; accepted: {ACCEPTED}")
     return world
 
 
