@@ -36,9 +36,7 @@ from artifact.core.errors import ArtifactError  # noqa: E402
 from artifact.core.units import GIB  # noqa: E402
 from artifact.estimate import memory  # noqa: E402
 from artifact.workloads.models import DecoderLM, lm_loss  # noqa: E402
-
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
-DTYPES["tf32"] = torch.float32
+from artifact.workloads.precision import dtype_of  # noqa: E402
 
 
 def _attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, **kwargs):
@@ -88,7 +86,7 @@ def held_bytes(model: ModelConfig, micro_batch: int, precision: str, recompute: 
     from torch.distributed._tools.mem_tracker import MemTracker
 
     with torch.device("meta"):  # built without memory or initialisation
-        lm = DecoderLM(model, recompute=recompute).to(DTYPES[precision])
+        lm = DecoderLM(model, recompute=recompute).to(dtype_of(precision))
     for p in lm.parameters():  # each gradient let go once made, as ZeRO-3 shards it away
         p.register_post_accumulate_grad_hook(lambda p: setattr(p, "grad", None))
     tokens = torch.zeros(micro_batch, model.seq_len, dtype=torch.long, device="meta")

@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     from artifact.run.modes import collectives_for
     from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
     from artifact.workloads.models import lm_loss
+    from artifact.workloads.precision import dtype_of
 
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")
     cpu = torch.device("cpu")
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     rest = at(s0)
     params = memory.total_params(model)
     shard = params / world
-    bucket = memory.DEEPSPEED_REDUCE_BUCKET * (4 if args.precision == "fp32" else 2)
+    bucket = memory.DEEPSPEED_REDUCE_BUCKET * dtype_of(args.precision).itemsize
     step_peak = max(peak(s0, o0), peak(o1, s1))
     print(f"rank 0 of {world}, {params / 1e6:.0f} M parameters, {args.precision}:")
     print(

@@ -5,6 +5,7 @@ results/h200x1/all-quick holds every training configuration's measured peak
 used to decide whether it fits (`memory_estimate_gib` in configs.json)."""
 
 import dataclasses
+import functools
 import importlib.util
 import json
 import re
@@ -93,19 +94,25 @@ def test_the_fsdp_estimate_holds_what_the_model_holds(name, precision, micro_bat
     assert estimated == pytest.approx(held, rel=0.04)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("precision,per_param", [("bf16", 16), ("fp32", 20)])
-def test_the_zero3_states_are_what_deepspeed_allocates(precision, per_param):
-    """DeepSpeed ZeRO-3 on the CPU, rank 0 of 4 under the fake group, every allocation
-    counted (benchmarks/zero3_memory.py): the states at rest are the estimate's bytes a
-    parameter of the shard, within 1 % (before session 13 the estimate said 16 in FP32)."""
+@functools.cache
+def _zero3(precision: str) -> str:
+    """benchmarks/zero3_memory.py's report, rank 0 of 4, two blocks (run once a precision)."""
     out = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "zero3_memory.py"), "--world", "4",
          "--layers", "2", "--precision", precision],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
-    states = float(re.search(r"states at rest: ([\d.]+) bytes", out.stdout).group(1))
+    return out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision,per_param", [("bf16", 16), ("fp32", 20)])
+def test_the_zero3_states_are_what_deepspeed_allocates(precision, per_param):
+    """DeepSpeed ZeRO-3 on the CPU, rank 0 of 4 under the fake group, every allocation
+    counted (benchmarks/zero3_memory.py): the states at rest are the estimate's bytes a
+    parameter of the shard, within 1 % (before session 13 the estimate said 16 in FP32)."""
+    states = float(re.search(r"states at rest: ([\d.]+) bytes", _zero3(precision)).group(1))
     assert states == pytest.approx(per_param, rel=0.01)
     assert memory.states_bytes(get_model("gpt3-1.3b"), 1, precision) / memory.total_params(
         get_model("gpt3-1.3b")
@@ -133,14 +140,10 @@ def test_the_gathered_parameters_are_those_zero3_keeps():
     """As a backward pass begins, rank 0 of 4 on the CPU still holds gathered every
     parameter of a small model (all within stage3_max_reuse_distance): the estimate's
     gathered_params counts the same, within 1 % (the persistent norms and biases aside)."""
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "zero3_memory.py"), "--world", "4",
-         "--layers", "2"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
     held, estimate = map(
         float,
-        re.search(r"begins: ([\d.]+) M parameters \(estimate: ([\d.]+) M\)", out.stdout).groups(),
+        re.search(
+            r"begins: ([\d.]+) M parameters \(estimate: ([\d.]+) M\)", _zero3("bf16")
+        ).groups(),
     )
     assert estimate == pytest.approx(held, rel=0.01)
