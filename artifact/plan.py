@@ -13,10 +13,11 @@ import os
 import re
 from pathlib import Path
 
+from artifact.core import host
 from artifact.core.config import PRESETS, Preset, default_preset, get_preset
 from artifact.core.emulated import EMULATION_OPTIONS, check_alone, check_world
 from artifact.core.errors import ArtifactError
-from artifact.core.units import duration, size
+from artifact.core.units import GIB, duration, size
 from artifact.estimate import adaptive, items, model
 from artifact.estimate.model import Row, build, figures_of, totals
 from artifact.figures import spec_of
@@ -34,6 +35,18 @@ def visible_gpus() -> int:
     return sum(1 for f in dev.glob("nvidia*") if re.fullmatch(r"nvidia\d+", f.name))
 
 
+def memory_gib(preset: Preset, gpus: int, given: float | None) -> float:
+    """The memory each GPU (CPU preset: each process) has: --gpu-memory-gib, else 80 GiB a
+    GPU, or this host's available memory shared by the preset's processes."""
+    if given is not None:
+        return given
+    return host.available_bytes() / gpus / GIB if preset.device == "cpu" else 80.0
+
+
+def _per(preset: Preset) -> str:
+    return "process" if preset.device == "cpu" else "GPU"
+
+
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "figures", nargs="*", metavar="FIG", help="fig4 ... fig11, contention, v2 (default: all)"
@@ -46,7 +59,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         "--gpus", type=int, help="GPUs (FSDP world size, pipeline stages); default: this machine's"
     )
     ap.add_argument(
-        "--gpu-memory-gib", type=float, default=80.0, help="memory per GPU (default 80)"
+        "--gpu-memory-gib",
+        type=float,
+        help="memory per GPU (default 80; with tiny: this host's available memory per process)",
     )
     ap.add_argument(
         "--emulate-world",
@@ -68,7 +83,7 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row]]:
     preset = get_preset(args.preset or default_preset(found > 0))
     if args.gpus is not None and args.gpus < 1:
         raise ArtifactError(f"--gpus must be at least 1, got {args.gpus}")
-    if not args.gpu_memory_gib > 0 or math.isinf(args.gpu_memory_gib):
+    if args.gpu_memory_gib is not None and not 0 < args.gpu_memory_gib < math.inf:
         raise ArtifactError(
             f"--gpu-memory-gib must be a positive number, got {args.gpu_memory_gib:g}"
         )
@@ -85,8 +100,10 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row]]:
     if getattr(args, "emulate_world", None) is not None:
         world = check_world(args.emulate_world)
         check_alone(world, {"--gpus": args.gpus})
-        return preset, 1, _with_items(emulated_plan(preset, figures, world, args.gpu_memory_gib))
-    rows = _with_items(build(preset, figures, gpus, args.gpu_memory_gib))
+        gib = memory_gib(preset, 1, args.gpu_memory_gib)
+        return preset, 1, _with_items(emulated_plan(preset, figures, world, gib))
+    gib = memory_gib(preset, gpus, args.gpu_memory_gib)
+    rows = _with_items(build(preset, figures, gpus, gib))
     if getattr(args, "adaptive", False):
         if preset.device == "cpu":
             raise ArtifactError(
@@ -99,7 +116,7 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row]]:
                 f"--adaptive needs the paper's tolerances in '{EXPECTED_DIR}', which is not "
                 "there; run the plan from the checkout"
             )
-        again = lambda p: build(p, figures, gpus, args.gpu_memory_gib)  # noqa: E731
+        again = lambda p: build(p, figures, gpus, gib)  # noqa: E731
         rows = adaptive.apply(preset, rows, again, paper)
     return preset, gpus, rows
 
@@ -159,7 +176,8 @@ def emulated_plan(preset: Preset, figures: list[str], world: int, gib: float) ->
 
 
 def _table(rows: list[Row], preset: Preset) -> list[str]:
-    head = ("figure", "model", "parallelism", "prec", "mb", "GiB/GPU", "fits", "time", "method", "disk", "note")  # fmt: skip
+    per = "proc" if preset.device == "cpu" else "GPU"
+    head = ("figure", "model", "parallelism", "prec", "mb", f"GiB/{per}", "fits", "time", "method", "disk", "note")  # fmt: skip
     table = [head]
     for r in rows:
         mem = "-" if r.memory_gib is None else f"{r.memory_gib:.1f}"
@@ -193,7 +211,8 @@ def _adaptive(rows: list[Row]) -> bool:
 
 def render(preset: Preset, gpus: int, gib: float, rows: list[Row], summary: bool) -> str:
     unit = "CPU processes" if preset.device == "cpu" else "GPU(s)"
-    lines = [f"plan: preset {preset.name}, {gpus} {unit}, {gib:g} GiB per GPU"]
+    whose = " (this host's available memory shared)" if preset.device == "cpu" else ""
+    lines = [f"plan: preset {preset.name}, {gpus} {unit}, {gib:.3g} GiB per {_per(preset)}{whose}"]
     if not summary:
         lines += _table(rows, preset)
     lines += _items_section(rows, summary)
@@ -209,7 +228,7 @@ def render(preset: Preset, gpus: int, gib: float, rows: list[Row], summary: bool
         )
     t = totals(rows)
     lines.append(
-        f"total: {t['configurations']} configurations, {t['fit']} fit {gib:g} GiB per GPU, "
+        f"total: {t['configurations']} configurations, {t['fit']} fit {gib:.3g} GiB per {_per(preset)}, "
         f"{t['not_run']} recorded 'not run'; {duration(t['time_s'])} "
         f"({duration(t['time_s_if_all_ran'])} if all ran); disk {size(t['disk_bytes'])} "
         f"(records {size(t['records_bytes'])}, traces {size(t['traces_bytes'])})"
@@ -219,11 +238,12 @@ def render(preset: Preset, gpus: int, gib: float, rows: list[Row], summary: bool
 
 def run(args: argparse.Namespace) -> int:
     preset, gpus, rows = plan(args)
+    gib = memory_gib(preset, gpus, args.gpu_memory_gib)
     if args.json:
         doc = {
             "preset": preset.name,
             "gpus": gpus,
-            "gpu_memory_gib": args.gpu_memory_gib,
+            "gpu_memory_gib": gib,
             "rows": [dataclasses.asdict(r) for r in rows],
             "totals": totals(rows),
             # None: no expected/ here (an installed wheel), so nothing is listed
@@ -234,7 +254,7 @@ def run(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=1))
     else:
-        print(render(preset, gpus, args.gpu_memory_gib, rows, args.summary))
+        print(render(preset, gpus, gib, rows, args.summary))
     return 0
 
 

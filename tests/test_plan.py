@@ -96,6 +96,7 @@ def test_json_parses_and_totals_are_the_sum_of_rows(cli):
         (["fig99"], "'fig99'; accepted: fig4"),
         (["--gpus", "0"], "--gpus must be at least 1, got 0"),
         (["--gpu-memory-gib", "-1"], "--gpu-memory-gib must be a positive number, got -1"),
+        (["--gpu-memory-gib", "nan"], "--gpu-memory-gib must be a positive number, got nan"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(cli, args, named):
@@ -129,6 +130,25 @@ def test_tiny_preset_uses_measured_times_and_cpu_precisions():
     assert fp16 and all(r.runs is False and r.time_s == 0 for r in fp16)
     with pytest.raises(ArtifactError, match="--gpus 4 does not apply"):
         _rows("--preset", "tiny", "--gpus", "4")
+
+
+def test_the_cpu_preset_fits_this_hosts_memory_per_process(monkeypatch):
+    """Not 80 GiB of a GPU the CPU does not have: the host's available memory, shared by
+    the preset's processes (each holds its own model)."""
+    from artifact.core import host
+
+    monkeypatch.setattr(host, "available_bytes", lambda: 5 * 2**30)  # 2.5 GiB a process
+    rows = _rows("--preset", "tiny")
+    fsdp_fp32 = [r for r in rows if r.parallelism == "fsdp" and r.precision == "fp32"]
+    assert fsdp_fp32 and all(r.memory_gib > 2.5 and r.fits is False for r in fsdp_fp32)
+    assert all(r.fits for r in rows if r.parallelism == "pipeline")
+    text = plan.render(
+        get_preset("tiny"), 2, plan.memory_gib(get_preset("tiny"), 2, None), rows, True
+    )
+    assert text.splitlines()[0].endswith(
+        "2.5 GiB per process (this host's available memory shared)"
+    )
+    assert plan.memory_gib(get_preset("tiny"), 2, 7.0) == 7.0  # the flag still decides
 
 
 def test_fig5_is_fig4():

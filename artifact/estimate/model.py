@@ -327,7 +327,7 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
             warmup = len(TRAINING_MODES) * step
             secs = warmup + p.reps * rep + ref.of("setup_s", "training")
             method = "flops"
-        note = "" if fits else f"not run: {need / GIB:.0f} GiB > {t.gpu_memory_gib:g}"
+        note = "" if fits else f"not run: {need / GIB:.3g} GiB > {t.gpu_memory_gib:.3g}"
         note = f"not run: {why_not}" if fits and why_not else note
         note = "; ".join(x for x in ("recompute on" if recompute else "", note) if x)
         if par == "pipeline":
@@ -464,7 +464,7 @@ def build(preset: Preset, figures: Iterable[str], gpus: int, gpu_memory_gib: flo
             fig_rows.insert(0, startup)
         if device == "cpu":  # tiny: the figure's measured time, split over its rows
             running = sum(1 for r in fig_rows if r.runs is not False)
-            share = ref.of_figure("tiny_measured_s", fig) / running
+            share = ref.of_figure("tiny_measured_s", fig) / max(running, 1)
             for r in fig_rows:
                 r.time_s_if_run = share
                 r.time_s = share if r.runs is not False else 0.0

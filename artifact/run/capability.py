@@ -20,6 +20,7 @@ import os
 
 import torch
 
+from artifact.core import host
 from artifact.core.config import PRECISIONS
 from artifact.core.errors import ArtifactError, bad_choice
 from artifact.core.units import GIB
@@ -84,11 +85,7 @@ def free_memory_bytes(device: torch.device) -> int:
             raise ArtifactError(f"{FREE_MEMORY_ENV}={forced!r} is not a number of GiB") from None
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return 1 << 62  # no /proc/meminfo: nothing to compare against
+    return host.available_bytes()
 
 
 def memory_unfit(needed_bytes: float, device: torch.device, micro_batch: int) -> str | None:
