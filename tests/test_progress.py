@@ -13,6 +13,7 @@ from rich.console import Console
 
 from artifact import cli
 from artifact.core.errors import ArtifactError
+from artifact.report.runtime import figure_time
 from artifact.run import progress, runner
 from artifact.run.runner import RunContext
 from tests.conftest import ROOT, cpu_context, run_cli
@@ -250,9 +251,10 @@ def test_summarize_fits_80_columns_and_cuts_no_name(monkeypatch):
     assert set(df["unit"].dropna()) <= words
 
 
-def _this_run(log: Path) -> list[str]:
-    text = log.read_text()
-    return text[text.rfind("==== run:") :].splitlines()[1:]
+def _this_run(log: Path) -> tuple[list[str], str]:
+    """The ranks' lines of the log's last run, and the line that ends it."""
+    lines = (text := log.read_text())[text.rfind("==== run:") :].splitlines()
+    return lines[1:-1], lines[-1]
 
 
 @pytest.mark.slow
@@ -273,7 +275,7 @@ def test_a_tiny_run_prints_progress_and_digests_and_logs_everything(tmp_path):
     assert res.stderr.startswith("fig8 (4/9) · starting the ranks"), res.stderr[:300]
     # the log has every line of the ranks; the console the ones the filter keeps, and says
     # how many it held back
-    log = _this_run(tmp_path / "logs" / "fig8.log")
+    log, end = _this_run(tmp_path / "logs" / "fig8.log")
     keep = progress.ConsoleFilter()
     shown = [line for line in log if keep(line)]
     assert keep.hidden > 0 and any("USDT:" in line for line in log)
@@ -283,6 +285,11 @@ def test_a_tiny_run_prints_progress_and_digests_and_logs_everything(tmp_path):
     assert f"{keep.hidden} line(s) of profiler and library output shown only there" in res.stderr
     for noise in ("USDT:", "Warning:", "OMP_NUM_THREADS", f"{config} rep "):
         assert noise not in res.stderr + res.stdout
+    # the log's last line: how the ranks ended and the run's wall time, which the report
+    # reads beside the records' span (the span leaves out start-up and set-up)
+    assert re.fullmatch(r"==== ended: exit 0 after \d+\.\d s", end), end
+    took = figure_time(tmp_path, "fig8")
+    assert took.wall_s == float(end.split()[-2]) and took.wall_s > took.active_s > 0
 
 
 @pytest.mark.parametrize("debug", [False, True])

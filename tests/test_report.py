@@ -442,9 +442,10 @@ def test_run_time_leaves_out_pauses_and_counts_starts(tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"provenance": {"timestamp": at.isoformat()}}))
     (tmp_path / "logs").mkdir()
-    (tmp_path / "logs" / "fig6.log").write_text("==== run: a\nx\n==== run: b\n")
+    ends = "==== ended: interrupted after 300.5 s\n", "==== ended: exit 0 after 1000.0 s\n"
+    (tmp_path / "logs" / "fig6.log").write_text(f"==== run: a\nx\n{ends[0]}==== run: b\n{ends[1]}")
     t = figure_time(tmp_path, "fig6")
-    assert t.records == 60 and t.starts == 2
+    assert t.records == 60 and t.starts == 2 and t.wall_s == 1300.5
     assert t.pauses_s == [pytest.approx(883 + 7.5)]
     assert t.active_s == pytest.approx(59 * 7.5 - 7.5)
     assert figure_time(tmp_path, "fig8") is None
@@ -468,7 +469,7 @@ def test_run_time_leaves_out_records_copied_from_another_figure(tmp_path):
         write("fig11", 100 + k, 6 * k, source="fig10")  # fig10's, ten minutes earlier
         write("fig8", k, 6 * k, source="fig6")
     t = figure_time(tmp_path, "fig11")
-    assert (t.records, t.copied) == (20, {"fig10": 20})
+    assert (t.records, t.copied, t.wall_s) == (20, {"fig10": 20}, None)  # no log: no wall time
     assert t.active_s == pytest.approx(19 * 6)
     copy = figure_time(tmp_path, "fig8")
     assert (copy.records, copy.copied, copy.active_s) == (0, {"fig6": 20}, 0)

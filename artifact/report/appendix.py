@@ -220,6 +220,8 @@ def _run_time(run: Results, exp: str) -> str:
         )
     if t.starts > 1:
         text += f"; started {t.starts} times (resumed)"
+    if t.wall_s is not None:
+        text += f"; {duration(t.wall_s)} from start to end, start-up and set-up in"
     return text
 
 
@@ -240,7 +242,7 @@ def _time_rows(run: Results) -> tuple[list[str], list[list[str]]]:
     paper, ref = get_preset("paper"), _reference_name(run)
     header = [
         "experiment",
-        "this run: first to last record (set-up and first repetition not included; pauses left out)",
+        "this run: measuring, first to last record (pauses left out), then start to end (start-up, set-up and the first repetition in)",
     ]
     if ref:
         header.append("reference run, measured (whole figure)")
@@ -308,7 +310,12 @@ def checklist(doc: Doc, run: Results) -> None:
     shared = bool(run.ran_on.get("other_gpu_processes"))
     tiny_s, quick_s = _reference_sums()
     here = [t for f in own_records() if (t := figure_time(run.out, f))]
+    walls = [t.wall_s for t in here if t.wall_s is not None]
     this_run = f"this run: {duration(sum(t.active_s for t in here))} of measuring (the records' timestamps)" if here else "this run: no records"  # fmt: skip
+    if walls:
+        this_run += (
+            f", {duration(sum(walls))} from start to end with start-up and set-up (the logs)"
+        )
     doc.items(
         [
             "**Algorithm:** the paper's Eq. 1 (compute slowdown), Eq. 3 and Eq. 4 (ideal E2E, derived), the sequential penalty; overlap fraction by an interval sweep over profiler traces; 95% CIs over repetitions. Terms: section I (glossary).",

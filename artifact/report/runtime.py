@@ -1,18 +1,20 @@
 """How long each figure of this run took, read from the run itself: the records'
-timestamps (first to last record, less the pauses between them) and how many times the
-figure was started (each start writes launch.RUN_HEADER into its log). Records copied
+timestamps (first to last record, less the pauses between them), how many times the
+figure was started (each start writes launch.RUN_HEADER into its log) and how long those
+starts took, start-up and set-up in (each writes launch.RUN_END with its wall time). Records copied
 from another figure (run/reuse.py) keep that figure's timestamps: they are counted apart
 and take no part in the time."""
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from artifact.run.launch import RUN_HEADER
+from artifact.run.launch import RUN_END, RUN_HEADER
 
 # A gap between two records this long, and PAUSE_FACTOR times the figure's usual gap, is
 # a pause (a stopped run resumed later, or an unusually slow set-up), not measuring time.
@@ -27,6 +29,7 @@ class FigureTime:
     pauses_s: list[float] = field(default_factory=list)
     starts: int = 0  # runs started into this folder (its log's RUN_HEADER lines)
     copied: dict[str, int] = field(default_factory=dict)  # source figure -> records copied
+    wall_s: float | None = None  # the starts' wall time (RUN_END lines); None: none ended
 
     @property
     def active_s(self) -> float:
@@ -59,6 +62,11 @@ def figure_time(out: Path, figure: str) -> FigureTime | None:
     usual = statistics.median([g for g in gaps if g > 1.0] or [0.0])
     pauses = [g for g in gaps if g > max(PAUSE_MIN_S, PAUSE_FACTOR * usual)]
     log = Path(out) / "logs" / f"{figure}.log"
-    starts = log.read_text(errors="replace").count(RUN_HEADER) if log.is_file() else 0
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    walls = [
+        float(s) for s in re.findall(rf"^{re.escape(RUN_END)} .* after ([0-9.]+) s$", text, re.M)
+    ]
     span = (stamps[-1] - stamps[0]).total_seconds() if stamps else 0.0
-    return FigureTime(len(stamps), span, pauses, starts, copied)
+    return FigureTime(
+        len(stamps), span, pauses, text.count(RUN_HEADER), copied, sum(walls) if walls else None
+    )

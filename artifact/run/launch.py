@@ -25,6 +25,7 @@ from artifact.run.progress import read_beacon
 
 DEFAULT_HANG_S = 600.0  # no output and no progress this long: the run is hung
 RUN_HEADER = "==== run:"  # starts each run's part of a figure's log
+RUN_END = "==== ended:"  # ends it: how the ranks ended and the run's wall time, start-up in
 # a Python exception's last line in the ranks' output ("ValueError: Type fp16 is not ...")
 _ERROR_LINE = re.compile(r"^(?:\[rank\d+\]:?\s*)?([A-Za-z_.]*(?:Error|Exception|Interrupt)\b:?.*)$")
 
@@ -129,6 +130,7 @@ def launch(
     env |= rank_env or {}  # the CLI's word on the GPUs' other processes (procs.gpus_idle_env)
     cli = os.getpid()  # torchrun's parent: if it is gone before torchrun's prctl, so is torchrun
     with log_path.open("a", buffering=1) as log:  # by line: `tail -f` follows the run
+        started = time.monotonic()
         log.write(f"{RUN_HEADER} {' '.join(torchrun_command(**kwargs))}\n")
         log.flush()
         proc = subprocess.Popen(
@@ -160,6 +162,7 @@ def launch(
                 (echo or sys.stderr.write)(line)
             rc = proc.wait()
             watch.join(timeout=60)
+            log.write(f"{RUN_END} exit {rc} after {time.monotonic() - started:.1f} s\n")
             return Outcome(rc, hung[0] if hung else None)
         except BaseException:
             # Interrupted: stop torchrun (it forwards the signal to every worker) and send
@@ -172,6 +175,7 @@ def launch(
                 proc.kill()
                 rest, _ = proc.communicate()
             log.write(rest or "")
+            log.write(f"{RUN_END} interrupted after {time.monotonic() - started:.1f} s\n")
             raise
 
 
