@@ -183,9 +183,12 @@ def test_checklist_and_notes_come_from_the_run(tiny_run):
     assert records == 2 * len(microbench_phases(noise_floor=True, moves_data=True))
     ref = {f: f"{reference.of('tiny_measured_s', f):.0f} s" for f in ("fig4", "fig8", "fig9")}
     fig8 = re.search(
-        rf"\| fig8 \| (\d+) s \((\d+) records measured\) \| {ref['fig8']} \| [^|]+ \|", checklist
+        rf"\| fig8 \| (\d+) s \((\d+) records measured\); (\d+) s from start to end, start-up "
+        rf"and set-up in \| {ref['fig8']} \| [^|]+ \|",
+        checklist,
     )
     assert fig8 and int(fig8.group(2)) == records and 0 <= int(fig8.group(1)) < 300
+    assert int(fig8.group(1)) < int(fig8.group(3))  # start-up and set-up come on top
     assert f"| fig4 (also fig5) | no records | {ref['fig4']} |" in checklist
     assert (
         f"| fig9 | no records | {ref['fig9']} | not priced: opt-in (`--allow-power-cap`) |"
