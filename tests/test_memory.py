@@ -57,11 +57,14 @@ def test_the_h200_run_has_training_peaks():
 
 
 @pytest.mark.parametrize("config,peak", _measured())
-def test_estimate_within_20_percent_of_the_measured_peak(config, peak):
+def test_estimate_within_3_percent_for_zero3_and_15_for_the_pipeline(config, peak):
+    """What the plan's footer states (ZeRO-3's terms are counted, the pipeline's are
+    Korthikanti's: 13 % over on the one H200 peak)."""
     estimate = _estimate(config)
     if config["parallelism"] == "pipeline":  # what the run used (FSDP's was recounted since)
         assert estimate == pytest.approx(config["memory_estimate_gib"], rel=1e-9)
-    assert estimate == pytest.approx(peak, rel=0.20), (config["model"], config["precision"])
+    off = 0.03 if config["parallelism"] == "fsdp" else 0.15
+    assert estimate == pytest.approx(peak, rel=off), (config["model"], config["precision"])
 
 
 def _activation_count():

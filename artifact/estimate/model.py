@@ -2,8 +2,8 @@
 wall time and disk. Pure functions of the preset, the GPU count and memory, and the
 calibration data (artifact/data/reference.json, through reference.py); no torch.
 
-- memory: training rows use artifact.estimate.memory (within 20 % of every peak measured on an
-  H200, tests/test_memory.py); microbenchmark rows add up their buffers plus
+- memory: training rows use artifact.estimate.memory (ZeRO-3 within 3 % of the peaks measured
+  on an H200, the pipeline 13 % over; tests/test_memory.py); microbenchmark rows add up their buffers plus
   memory.RUNTIME_OVERHEAD. A row that does not fit is recorded "not run" by the run
   (artifact.run.capability) and costs no time.
 - wall time: by the method its `method` column names (METHODS below).
