@@ -26,8 +26,8 @@ FIDELITY = (
     "all-reduce) as device-side copies on a communication stream, paced to the link's "
     "bandwidth. What it cannot show: the real NVLink and NCCL protocol (NCCL's kernels run on "
     "a few SMs for the link's time; a copy kernel uses many SMs for a shorter time, then a "
-    "one-thread pacing kernel holds the stream, and the host launches more per collective "
-    "than NCCL, so a host-bound step's emulated E2E is an upper bound), the peers' load on the link and on the "
+    "one-thread pacing kernel holds the stream: the link column says what the copies "
+    "achieved alone), the peers' load on the link and on the "
     "memory system, stragglers among ranks, and a pipeline's bubble (pipelines are not "
     "emulated). So these slowdowns preview the contention one GPU's own traffic causes; "
     "they are not the paper's multi-GPU numbers and never count as reproducing them. In "
@@ -62,6 +62,23 @@ def _measured(summary: pd.DataFrame, config_id: str, mode: str, metric: str) -> 
     return "-" if rows.empty else f"{rows.iloc[0]['mean']:.4g}"
 
 
+def _link_text(summary: pd.DataFrame, config_id: str, paced) -> str:
+    """The link the copies achieved in `sequential` (alone on the GPU: bytes over the
+    trace's communication time), beside the bandwidth they were paced to."""
+
+    def mean(metric):
+        rows = summary[
+            (summary["config_id"] == config_id)
+            & (summary["mode"] == "sequential")
+            & (summary["metric"] == metric)
+        ]
+        return None if rows.empty else float(rows.iloc[0]["mean"])
+
+    mib, ms = mean("emulated_mib_per_step"), mean("communication_ms")
+    got = f"{mib * 2**20 / (ms / 1e3) / 1e9:.0f}" if mib and ms else "-"
+    return f"{got} of {paced:g}" if paced else got
+
+
 def side_by_side(summary: pd.DataFrame, metrics=("slowdown", "sequential_penalty")) -> list[list]:
     """Each emulated configuration beside the real one it stands in for (the same id
     without `_e{W}`, run on W real ranks), where both are in the folder: the check of
@@ -90,12 +107,13 @@ def preview_section(doc: Doc, run: Results) -> None:
     s = run.summary
     doc.table(
         ["configuration", "W", "Eq. 1 slowdown", "sequential penalty", "MiB a step (overlap)",
-         "peak GiB (overlap)"],
+         "link GB/s achieved (sequential) of paced", "peak GiB (overlap)"],
         [
             [c, str(run.configs.get(c, {}).get("emulated_world", _SUFFIX.search(c).group(1)
                                                  if _SUFFIX.search(c) else "?")),
              _ci(_derived(s, c, "slowdown")), _ci(_derived(s, c, "sequential_penalty")),
              _measured(s, c, "overlap", "emulated_mib_per_step"),
+             _link_text(s, c, run.provenance.get("emulated_link_gbps")),
              _measured(s, c, "overlap", "peak_memory_gib")]
             for c in emulated
         ],
