@@ -95,11 +95,13 @@ def _emulated(rank: int, port: int, results):
         emulation.TRAFFIC.clear()
         launched.clear()
         gathered, scattered = torch.zeros(2 * SHARD), torch.zeros(SHARD)
-        with collectives_for(phase, cpu):
+        with torch.profiler.profile() as prof, collectives_for(phase, cpu):
             dist.all_gather_into_tensor(gathered, torch.full((SHARD,), 1.0))
             dist.reduce_scatter_tensor(scattered, torch.arange(1.0, 2 * SHARD + 1))
         results[phase] = (dict(emulation.TRAFFIC), gathered.tolist(), scattered.tolist())
         results[f"{phase} launched"] = list(launched)
+        marks = [e.name for e in prof.events() if e.name.startswith("artifact.")]
+        results[f"{phase} marks"] = sorted(marks)
     dist.destroy_process_group()
 
 
@@ -138,6 +140,19 @@ def test_a_control_takes_the_path_of_the_bytes_with_none_moved(traffic):
         assert emulated[f"{mode} launched"] == [False, False]
         assert emulated[f"{mode}_control launched"] == [True, True]
     assert emulated["nocomm launched"] == []
+
+
+@pytest.mark.slow
+def test_a_stand_in_fill_is_marked_for_the_trace_and_the_bytes_are_not(traffic):
+    """nocomm and the controls fill the outputs inside STAND_IN_MARK (their kernels are
+    memory, not the model's compute); the bytes' copies are inside EMULATED_MARK."""
+    from artifact.measure.kernels import EMULATED_MARK, STAND_IN_MARK
+
+    _, emulated = traffic
+    assert emulated["nocomm marks"] == [STAND_IN_MARK] * 2
+    for mode in ("overlap", "sequential"):
+        assert emulated[f"{mode} marks"] == [EMULATED_MARK] * 2
+        assert emulated[f"{mode}_control marks"] == sorted([EMULATED_MARK, STAND_IN_MARK] * 2)
 
 
 def test_ring_fractions_at_larger_worlds():
@@ -352,6 +367,26 @@ def test_emulated_copies_are_communication_in_a_gpu_trace():
     assert list(kernels.kernel_table(trace)["category"]) == ["communication", "memory"]
     trace["traceEvents"].remove(mark)  # the control: without the range both are memory
     assert list(kernels.kernel_table(trace)["category"]) == ["memory", "memory"]
+
+
+def test_a_stand_in_fill_kernel_is_memory_not_compute():
+    """An elementwise copy (a gather's fill at W > 1 is one, not a memcpy) launched inside
+    STAND_IN_MARK is memory; the same kernel outside, the model's, stays compute."""
+    from artifact.measure import kernels
+    from tests.test_kernels import _iter, _kernel, _launch
+
+    copy = "void at::native::elementwise_kernel<128, 4, direct_copy_kernel_cuda>"
+    mark = {"ph": "X", "cat": "user_annotation", "name": kernels.STAND_IN_MARK,
+            "ts": 5, "dur": 3, "pid": 1, "tid": 1}  # fmt: skip
+    trace = {
+        "traceEvents": [
+            _iter(0, 0, 50), mark, _launch(6, 1), _launch(20, 2),
+            _kernel(copy, 30, 5, stream=7, corr=1), _kernel(copy, 40, 5, stream=7, corr=2),
+        ]
+    }  # fmt: skip
+    assert list(kernels.kernel_table(trace)["category"]) == ["memory", "compute"]
+    trace["traceEvents"].remove(mark)
+    assert list(kernels.kernel_table(trace)["category"]) == ["compute", "compute"]
 
 
 def test_the_report_puts_emulated_beside_real():

@@ -2,7 +2,8 @@
 
 A kernel is *communication* if its name matches the NCCL/RCCL kernel patterns (RCCL's
 kernels are also named ncclDevKernel_*) or, on CPU traces, a gloo collective; *memory*
-if it is a memcpy/memset or one of FSDP2's copy-in/copy-out kernels; else *compute*
+if it is a memcpy/memset, one of FSDP2's copy-in/copy-out kernels or a kernel launched
+filling a no-op collective's outputs (STAND_IN_MARK); else *compute*
 (docs/design.md section 3).
 
 CPU traces have no kernels, so the same code path is exercised on the host ops: compute
@@ -30,6 +31,12 @@ import torch
 CATEGORIES = ("compute", "communication", "memory", "delay")
 ITER_PREFIX = "artifact.iter#"
 DELAY_MARK = "artifact.delay"  # the host range around a CPU delay (artifact.workloads.microbench)
+# the host range around nocomm's (and the zero-byte controls') filling of a collective's
+# outputs (artifact.run.modes): at W > 1 a gather's fill is an elementwise copy kernel,
+# not a memcpy, and counted as compute it made nocomm's compute 3 % longer than
+# sequential's (session 14, one H200, rank 0 of 4), where the real or emulated collective
+# fills the same outputs as communication. Kernels launched inside it are memory.
+STAND_IN_MARK = "artifact.stand_in_fill"
 # the host range around one collective's emulated traffic (--emulate-world,
 # artifact.run.emulation): the copies and the pacing kernel it launches are communication
 EMULATED_MARK = "artifact.emulated_comm"
@@ -173,9 +180,11 @@ def kernel_table(trace: dict[str, Any]) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     df = pd.DataFrame(rows, columns=[*COLUMNS[:-1], "host_ts"])
     host_ts = df.pop("host_ts").to_numpy(dtype=float)
-    emulated = _marked(events, EMULATED_MARK)
+    emulated, filled = _marked(events, EMULATED_MARK), _marked(events, STAND_IN_MARK)
     if gpu and len(emulated[0]):  # kernels launched inside emulated traffic: communication
         df.loc[_assign(host_ts, emulated) >= 0, "category"] = "communication"
+    if gpu and len(filled[0]):  # a stand-in's fills feed no model compute: memory
+        df.loc[_assign(host_ts, filled) >= 0, "category"] = "memory"
     df["iteration"] = _assign(host_ts, ranges)
     return df.sort_values("start", ignore_index=True)
 
