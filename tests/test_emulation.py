@@ -421,3 +421,30 @@ def test_the_preview_says_what_link_the_copies_achieved(tmp_path):
     assert 300 < achieved < 400  # below the pace: the copies' time is not all the link's
     text = (write_report(run) / "appendix.md").read_text()
     assert f"| {c} | 4 |" in text and f"| {mib:.0f} | {achieved:.0f} of 450 |" in text
+
+
+def test_the_pacer_times_each_collectives_own_copies_once_and_counts_none(monkeypatch):
+    """The pad is the link's time less the copies' own, at the rate the collective's own
+    kernels reach (session 14: a plain copy's rate let FP16's gathers and reduce-scatters
+    take 13.8 ms for 10.45 ms of link time). Timed here on the CPU's copies: once per
+    collective, dtype and size, and none of the probe's bytes enter TRAFFIC."""
+    from artifact.run import emulation, modes
+
+    pacer = object.__new__(emulation._Pacer)  # no spin calibration: that needs a GPU
+    pacer.device, pacer.rates = torch.device("cpu"), {}
+    calls = []
+    copies = emulation._copies
+    monkeypatch.setattr(emulation, "_copies", lambda *a: calls.append(a[0]) or copies(*a))
+    emulation.TRAFFIC.clear()
+    emulation.TRAFFIC["all_gather"] = 7  # a run's bytes so far: kept as they are
+    gather = {"output_tensor": torch.empty(4 << 20), "input_tensor": torch.ones(1 << 20)}
+    rate = pacer.rate("all_gather_into_tensor", gather, 4, modes._GATHERS, modes._SCATTERS)
+    assert 1e8 < rate < 1e13  # bytes a second: a CPU's memory copy, not 0 or infinity
+    # (W-1)/W of 16 MiB moved 12 MiB once: k = 256 MiB / 12 MiB = 22 repeats, 3 times, +1
+    assert len(calls) == 1 + 3 * 22
+    assert dict(emulation.TRAFFIC) == {"all_gather": 7}
+    again = pacer.rate("all_gather_into_tensor", gather, 4, modes._GATHERS, modes._SCATTERS)
+    assert again == rate and len(calls) == 1 + 3 * 22  # cached
+    half = {k: v.half() for k, v in gather.items()}  # another dtype: timed again
+    pacer.rate("all_gather_into_tensor", half, 4, modes._GATHERS, modes._SCATTERS)
+    assert len(pacer.rates) == 2 and torch.equal(gather["output_tensor"], torch.ones(4 << 20))

@@ -179,21 +179,57 @@ def _copies(name: str, a: dict, w: int, gathers, scatters) -> list[torch.Tensor]
     raise ArtifactError(f"emulation has no traffic for collective {name!r}")
 
 
+# the pacer times a collective's copies repeated until about this many bytes have moved
+# (at most PROBE_MAX_REPEATS times): long enough to time from the host
+PROBE_BYTES, PROBE_MAX_REPEATS = 1 << 28, 64
+
+
+def _first_tensor(a: dict) -> torch.Tensor:
+    for v in a.values():
+        if isinstance(v, torch.Tensor):
+            return v
+        if isinstance(v, list) and v and isinstance(v[0], torch.Tensor):
+            return v[0]
+    raise ArtifactError("emulated collective without a tensor argument")
+
+
 class _Pacer:
     """Stretches a stream's copies to the link's time with a spinning one-thread kernel
-    (torch.cuda._sleep), calibrated once: the copies themselves run at the memory's
-    speed, so the pad is the link's time for the bytes minus the copies' own."""
+    (torch.cuda._sleep). The copies themselves run at the memory's speed, so the pad is
+    the link's time for the bytes minus the copies' own, at the rate the same kernels
+    reach for that collective and dtype (timed once each: a gather's broadcast copy and a
+    reduce-scatter's sum run slower than a plain copy, and session 14's pad, calibrated on
+    a plain copy, let FP16's collectives take 13.8 ms for 10.45 ms of link time)."""
 
     def __init__(self, device: torch.device):
+        self.device = device
         self.cycles_per_s = spin_cycles_per_s(device)
-        buf = torch.empty(1 << 27, dtype=torch.uint8, device=device)
-        dst = torch.empty_like(buf)
-        dst.copy_(buf)  # warm-up
-        seconds = min(timed(lambda: dst.copy_(buf), device) for _ in range(3))
-        self.copy_bytes_per_s = buf.numel() / seconds
+        self.rates: dict[tuple, float] = {}  # (collective, dtype, W) -> bytes a second
 
-    def pad(self, nbytes: int, link_bytes_per_s: float) -> None:
-        extra_s = nbytes / link_bytes_per_s - nbytes / self.copy_bytes_per_s
+    def rate(self, name: str, a: dict, w: int, gathers, scatters) -> float:
+        """Bytes a second that `_copies` moves for this collective at W, its dtype and
+        size: timed once each on the collective's own tensors (its real copies follow and
+        overwrite what the probe wrote). It synchronises the device, so the first such
+        collective of a run should come in a warm-up step, which is not measured."""
+        like = _first_tensor(a)
+        key = (name, like.dtype, like.numel(), w)
+        if key not in self.rates:
+            before = TRAFFIC.copy()
+
+            def run():
+                _copies(name, a, w, gathers, scatters)
+
+            run()  # warm-up
+            once = moved_bytes() - sum(before.values())
+            k = min(PROBE_MAX_REPEATS, max(1, -(-PROBE_BYTES // max(once, 1))))
+            seconds = min(timed(lambda: [run() for _ in range(k)], self.device) for _ in range(3))
+            TRAFFIC.clear()
+            TRAFFIC.update(before)  # the probe moved none of the run's bytes
+            self.rates[key] = once * k / seconds
+        return self.rates[key]
+
+    def pad(self, nbytes: int, link_bytes_per_s: float, copy_bytes_per_s: float) -> None:
+        extra_s = nbytes / link_bytes_per_s - nbytes / copy_bytes_per_s
         if extra_s > 0:
             torch.cuda._sleep(int(extra_s * self.cycles_per_s))
 
@@ -219,13 +255,15 @@ def _traffic(name: str, a: dict, device: torch.device, w: int, gathers, scatters
         return None
     if _link[0] and device not in _pacers:
         _pacers[device] = _Pacer(device)  # once, before any copy is queued
+    # the copies' own rate, probed before they are queued (once a collective and dtype)
+    rate = _pacers[device].rate(name, a, w, gathers, scatters) if _link[0] else None
     stream.wait_stream(torch.cuda.current_stream(device))  # inputs are ready first
     before, touched = moved_bytes(), []
     with torch.cuda.stream(stream):
         if not zero_bytes:
             touched = _copies(name, a, w, gathers, scatters)
             if _link[0]:
-                _pacers[device].pad(moved_bytes() - before, _link[0])
+                _pacers[device].pad(moved_bytes() - before, _link[0], rate)
         event = torch.cuda.Event()
         event.record(stream)
     for t in touched:  # the caching allocator must not hand these out while copies run
