@@ -26,6 +26,7 @@ the memory system, and a pipeline's bubble (stage 0 never waits for a real stage
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import torch
@@ -225,7 +226,7 @@ class _Pacer:
             seconds = min(timed(lambda: [run() for _ in range(k)], self.device) for _ in range(3))
             TRAFFIC.clear()
             TRAFFIC.update(before)  # the probe moved none of the run's bytes
-            self.rates[key] = once * k / seconds
+            self.rates[key] = once * k / seconds if once else math.inf  # nothing to move
         return self.rates[key]
 
     def pad(self, nbytes: int, link_bytes_per_s: float, copy_bytes_per_s: float) -> None:
