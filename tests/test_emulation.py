@@ -423,6 +423,20 @@ def test_the_preview_says_what_link_the_copies_achieved(tmp_path):
     assert f"| {c} | 4 |" in text and f"| {mib:.0f} | {achieved:.0f} of 450 |" in text
 
 
+def test_paced_at_each_collectives_own_rate_the_link_holds_and_v1_does_too():
+    """The same configuration after the pacer's per-collective rate and nocomm's fills
+    counted as memory (session 14's second call): 447 of 450 GB/s in `sequential`, and
+    nocomm's compute equal to sequential's (V1's gap was -3.7 % [-4.2, -3.2] before)."""
+    s = pd.read_csv(ROOT / "results" / "h200x1" / "session14" / "emulated-w4-fixed" / "summary.csv")
+
+    def mean(mode, metric):
+        return float(s.loc[(s["mode"] == mode) & (s["metric"] == metric), "mean"].iloc[0])
+
+    link_ms = mean("sequential", "emulated_mib_per_step") * 2**20 / 450e9 * 1e3
+    assert mean("sequential", "communication_ms") == pytest.approx(link_ms, rel=0.02)
+    assert mean("derived", "v1_baseline_gap") == pytest.approx(0, abs=0.005)
+
+
 def test_the_pacer_times_each_collectives_own_copies_once_and_counts_none(monkeypatch):
     """The pad is the link's time less the copies' own, at the rate the collective's own
     kernels reach (session 14: a plain copy's rate let FP16's gathers and reduce-scatters
