@@ -50,7 +50,7 @@ def select(run_args: list[str], budget_s: float) -> tuple[list[str], dict[str, s
     ap = argparse.ArgumentParser(add_help=False)
     plan.add_arguments(ap)
     known = passed(run_args, ("--preset", "--gpus"))
-    _, _, rows = plan.plan(ap.parse_args(known))
+    rows = plan.plan(ap.parse_args(known))[2]
     figures = list(dict.fromkeys(r.figure for r in rows))
     # each figure priced alone: the rows it copies from another (fig10's from fig4) cost
     # their full time where that other figure is left out

@@ -35,16 +35,27 @@ def visible_gpus() -> int:
     return sum(1 for f in dev.glob("nvidia*") if re.fullmatch(r"nvidia\d+", f.name))
 
 
-def memory_gib(preset: Preset, gpus: int, given: float | None) -> float:
-    """The memory each GPU (CPU preset: each process) has: --gpu-memory-gib, else 80 GiB a
-    GPU, or this host's available memory shared by the preset's processes."""
+def memory_gib(preset: Preset, gpus: int, given: float | None) -> tuple[float, str]:
+    """The memory per GPU (CPU preset: per process), and where it comes from:
+    --gpu-memory-gib, else 80 GiB per GPU, or this host's available memory shared by the
+    preset's processes (the run checks the same share; infinite where it is unknown)."""
     if given is not None:
-        return given
-    return host.available_bytes() / gpus / GIB if preset.device == "cpu" else 80.0
+        return given, "--gpu-memory-gib"
+    if preset.device != "cpu":
+        return 80.0, "the default"
+    share = host.share_bytes(gpus)
+    if share is None:
+        return math.inf, "no /proc/meminfo here: not checked"
+    return share / GIB, "this host's available memory shared"
 
 
 def _per(preset: Preset) -> str:
     return "process" if preset.device == "cpu" else "GPU"
+
+
+def _gib_per(preset: Preset, gib: float) -> str:
+    """'80 GiB per GPU'; a host's share, measured, to a tenth: '10.8 GiB per process'."""
+    return f"{gib:.1f} GiB per process" if preset.device == "cpu" else f"{gib:g} GiB per GPU"
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -77,7 +88,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row]]:
-    """Check the arguments (ArtifactError naming the bad value) and build the rows."""
+    """Check the arguments (ArtifactError naming the bad value) and build the rows:
+    (preset, GPUs or processes, rows, memory_gib's (GiB, source))."""
     figures = figures_of(args.figures)
     found = visible_gpus()
     preset = get_preset(args.preset or default_preset(found > 0))
@@ -100,9 +112,10 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row]]:
     if getattr(args, "emulate_world", None) is not None:
         world = check_world(args.emulate_world)
         check_alone(world, {"--gpus": args.gpus})
-        gib = memory_gib(preset, 1, args.gpu_memory_gib)
-        return preset, 1, _with_items(emulated_plan(preset, figures, world, gib))
-    gib = memory_gib(preset, gpus, args.gpu_memory_gib)
+        memory = memory_gib(preset, 1, args.gpu_memory_gib)
+        return preset, 1, _with_items(emulated_plan(preset, figures, world, memory[0])), memory
+    memory = memory_gib(preset, gpus, args.gpu_memory_gib)
+    gib = memory[0]
     rows = _with_items(build(preset, figures, gpus, gib))
     if getattr(args, "adaptive", False):
         if preset.device == "cpu":
@@ -118,7 +131,7 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row]]:
             )
         again = lambda p: build(p, figures, gpus, gib)  # noqa: E731
         rows = adaptive.apply(preset, rows, again, paper)
-    return preset, gpus, rows
+    return preset, gpus, rows, memory
 
 
 def _paper_items() -> list[dict] | None:
@@ -176,8 +189,7 @@ def emulated_plan(preset: Preset, figures: list[str], world: int, gib: float) ->
 
 
 def _table(rows: list[Row], preset: Preset) -> list[str]:
-    per = "proc" if preset.device == "cpu" else "GPU"
-    head = ("figure", "model", "parallelism", "prec", "mb", f"GiB/{per}", "fits", "time", "method", "disk", "note")  # fmt: skip
+    head = ("figure", "model", "parallelism", "prec", "mb", f"GiB/{_per(preset)}", "fits", "time", "method", "disk", "note")  # fmt: skip
     table = [head]
     for r in rows:
         mem = "-" if r.memory_gib is None else f"{r.memory_gib:.1f}"
@@ -195,9 +207,10 @@ def _table(rows: list[Row], preset: Preset) -> list[str]:
     lines = ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=False)) + "  " + t[-1] for t in table]  # fmt: skip
     lines += [
         "",
-        "memory: artifact.estimate.memory's estimate (training: the peaks measured on an H200 "
-        "were within 3 % for ZeRO-3, 13 % over for the pipeline) or (buf) the microbenchmark's "
-        "buffers + 1 GiB runtime",
+        "memory: artifact.estimate.memory's estimate (training; against peaks measured on an "
+        "H200: ZeRO-3's 1-2 % above them at world size 1 and up to 5 % below them as rank 0 "
+        "of 4, the pipeline's 13 % above its one peak) or (buf) the microbenchmark's buffers "
+        "+ 1 GiB runtime",
         *(f"time [{m}]: {model.method_text(m)}" for m in dict.fromkeys(r.method for r in rows)),
         "disk: " + model.disk_text(),
         *([f"repetitions: {adaptive.method_text(preset)}"] if _adaptive(rows) else []),
@@ -210,10 +223,14 @@ def _adaptive(rows: list[Row]) -> bool:
     return any("by the stopping rule" in r.note for r in rows)
 
 
-def render(preset: Preset, gpus: int, gib: float, rows: list[Row], summary: bool) -> str:
+def render(
+    preset: Preset, gpus: int, memory: tuple[float, str], rows: list[Row], summary: bool
+) -> str:
+    """The plan as text; `memory` is memory_gib's (GiB per GPU or process, its source)."""
     unit = "CPU processes" if preset.device == "cpu" else "GPU(s)"
-    whose = " (this host's available memory shared)" if preset.device == "cpu" else ""
-    lines = [f"plan: preset {preset.name}, {gpus} {unit}, {gib:.3g} GiB per {_per(preset)}{whose}"]
+    gib, source = memory
+    whose = f" ({source})" if preset.device == "cpu" else ""
+    lines = [f"plan: preset {preset.name}, {gpus} {unit}, {_gib_per(preset, gib)}{whose}"]
     if not summary:
         lines += _table(rows, preset)
     lines += _items_section(rows, summary)
@@ -229,7 +246,7 @@ def render(preset: Preset, gpus: int, gib: float, rows: list[Row], summary: bool
         )
     t = totals(rows)
     lines.append(
-        f"total: {t['configurations']} configurations, {t['fit']} fit {gib:.3g} GiB per {_per(preset)}, "
+        f"total: {t['configurations']} configurations, {t['fit']} fit {_gib_per(preset, gib)}, "
         f"{t['not_run']} recorded 'not run'; {duration(t['time_s'])} "
         f"({duration(t['time_s_if_all_ran'])} if all ran); disk {size(t['disk_bytes'])} "
         f"(records {size(t['records_bytes'])}, traces {size(t['traces_bytes'])})"
@@ -238,13 +255,12 @@ def render(preset: Preset, gpus: int, gib: float, rows: list[Row], summary: bool
 
 
 def run(args: argparse.Namespace) -> int:
-    preset, gpus, rows = plan(args)
-    gib = memory_gib(preset, gpus, args.gpu_memory_gib)
+    preset, gpus, rows, memory = plan(args)
     if args.json:
         doc = {
             "preset": preset.name,
             "gpus": gpus,
-            "gpu_memory_gib": gib,
+            "gpu_memory_gib": memory[0] if math.isfinite(memory[0]) else None,
             "rows": [dataclasses.asdict(r) for r in rows],
             "totals": totals(rows),
             # None: no expected/ here (an installed wheel), so nothing is listed
@@ -255,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=1))
     else:
-        print(render(preset, gpus, gib, rows, args.summary))
+        print(render(preset, gpus, memory, rows, args.summary))
     return 0
 
 

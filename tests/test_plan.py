@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from artifact import plan
 from artifact.core.config import get_model, get_preset
@@ -14,6 +15,14 @@ from artifact.estimate import memory, model, reference
 from tests.conftest import ROOT
 
 QUICK_1 = ("--preset", "quick", "--gpus", "1")
+
+
+@pytest.fixture(autouse=True)
+def _a_host_of_64_gib(monkeypatch):
+    """The CPU preset's plan reads this host's memory: every test sees the same 64 GiB."""
+    from artifact.core import host
+
+    monkeypatch.setattr(host, "available_bytes", lambda: 64 * 2**30)
 
 
 def _rows(*argv: str) -> list[plan.Row]:
@@ -134,21 +143,28 @@ def test_tiny_preset_uses_measured_times_and_cpu_precisions():
 
 def test_the_cpu_preset_fits_this_hosts_memory_per_process(monkeypatch):
     """Not 80 GiB of a GPU the CPU does not have: the host's available memory, shared by
-    the preset's processes (each holds its own model)."""
+    the preset's processes (each holds its own model), as the run's own check shares it."""
     from artifact.core import host
+    from artifact.run import capability
 
-    monkeypatch.setattr(host, "available_bytes", lambda: 5 * 2**30)  # 2.5 GiB a process
+    monkeypatch.setattr(host, "available_bytes", lambda: 5 * 2**30)  # 2.5 GiB per process
     rows = _rows("--preset", "tiny")
     fsdp_fp32 = [r for r in rows if r.parallelism == "fsdp" and r.precision == "fp32"]
     assert fsdp_fp32 and all(r.memory_gib > 2.5 and r.fits is False for r in fsdp_fp32)
     assert all(r.fits for r in rows if r.parallelism == "pipeline")
-    text = plan.render(
-        get_preset("tiny"), 2, plan.memory_gib(get_preset("tiny"), 2, None), rows, True
-    )
-    assert text.splitlines()[0].endswith(
-        "2.5 GiB per process (this host's available memory shared)"
-    )
-    assert plan.memory_gib(get_preset("tiny"), 2, 7.0) == 7.0  # the flag still decides
+    tiny = get_preset("tiny")
+    memory = plan.memory_gib(tiny, 2, None)
+    assert memory == (2.5, "this host's available memory shared")
+    first = plan.render(tiny, 2, memory, rows, True).splitlines()[0]
+    assert first.endswith("2.5 GiB per process (this host's available memory shared)")
+    assert plan.memory_gib(tiny, 2, 7.0) == (7.0, "--gpu-memory-gib")  # the flag decides
+    # the run: each of the 2 ranks on this host checks its share, as the plan does
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.delenv(capability.FREE_MEMORY_ENV, raising=False)
+    assert capability.free_memory_bytes(torch.device("cpu")) == 5 * 2**30 // 2
+    monkeypatch.setattr(host, "available_bytes", lambda: None)  # not Linux: not checked
+    assert plan.memory_gib(tiny, 2, None)[0] == float("inf")
+    assert all(r.fits is not False for r in _rows("--preset", "tiny"))
 
 
 def test_fig5_is_fig4():

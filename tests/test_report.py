@@ -445,10 +445,14 @@ def test_run_time_leaves_out_pauses_and_counts_starts(tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"provenance": {"timestamp": at.isoformat()}}))
     (tmp_path / "logs").mkdir()
+    # the first start's ranks ended without a newline: its end line is mid-line
     ends = "==== ended: interrupted after 300.5 s\n", "==== ended: exit 0 after 1000.0 s\n"
-    (tmp_path / "logs" / "fig6.log").write_text(f"==== run: a\nx\n{ends[0]}==== run: b\n{ends[1]}")
+    log = tmp_path / "logs" / "fig6.log"
+    log.write_text(f"==== run: a\nx{ends[0]}==== run: b\n{ends[1]}")
     t = figure_time(tmp_path, "fig6")
     assert t.records == 60 and t.starts == 2 and t.wall_s == 1300.5
+    log.write_text(f"==== run: a\nx\n==== run: b\n{ends[1]}")  # the first start killed
+    assert figure_time(tmp_path, "fig6").wall_s is None  # not 1000 s read as the whole
     assert t.pauses_s == [pytest.approx(883 + 7.5)]
     assert t.active_s == pytest.approx(59 * 7.5 - 7.5)
     assert figure_time(tmp_path, "fig8") is None

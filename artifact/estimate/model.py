@@ -2,8 +2,9 @@
 wall time and disk. Pure functions of the preset, the GPU count and memory, and the
 calibration data (artifact/data/reference.json, through reference.py); no torch.
 
-- memory: training rows use artifact.estimate.memory (ZeRO-3 within 3 % of the peaks measured
-  on an H200, the pipeline 13 % over; tests/test_memory.py); microbenchmark rows add up their buffers plus
+- memory: training rows use artifact.estimate.memory (on an H200, ZeRO-3's estimate is 1-2 %
+  above the peaks at world size 1 and up to 5 % below them as rank 0 of 4; the pipeline's
+  13 % above its one peak; tests/test_memory.py); microbenchmark rows add up their buffers plus
   memory.RUNTIME_OVERHEAD. A row that does not fit is recorded "not run" by the run
   (artifact.run.capability) and costs no time.
 - wall time: by the method its `method` column names (METHODS below).
@@ -327,7 +328,7 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
             warmup = len(TRAINING_MODES) * step
             secs = warmup + p.reps * rep + ref.of("setup_s", "training")
             method = "flops"
-        note = "" if fits else f"not run: {need / GIB:.3g} GiB > {t.gpu_memory_gib:.3g}"
+        note = "" if fits else f"not run: {need / GIB:.1f} GiB > {t.gpu_memory_gib:.1f}"
         note = f"not run: {why_not}" if fits and why_not else note
         note = "; ".join(x for x in ("recompute on" if recompute else "", note) if x)
         if par == "pipeline":

@@ -33,7 +33,7 @@ ITER_PREFIX = "artifact.iter#"
 DELAY_MARK = "artifact.delay"  # the host range around a CPU delay (artifact.workloads.microbench)
 # the host range around nocomm's (and the zero-byte controls') filling of a collective's
 # outputs (artifact.run.modes): at W > 1 a gather's fill is an elementwise copy kernel,
-# not a memcpy, and counted as compute it made nocomm's compute 3 % longer than
+# not a memcpy, and counted as compute it made nocomm's compute about 4 % longer than
 # sequential's (session 14, one H200, rank 0 of 4), where the real or emulated collective
 # fills the same outputs as communication. Kernels launched inside it are memory.
 STAND_IN_MARK = "artifact.stand_in_fill"

@@ -12,6 +12,7 @@ import re
 
 import pandas as pd
 
+from artifact.core.units import MIB
 from artifact.judge.controls import WHAT
 from artifact.judge.verdicts import of_type
 from artifact.report.appendix import expected_text, measured_text
@@ -44,39 +45,33 @@ def _ci(row) -> str:
     return f"{100 * row['mean']:+.1f} % [{100 * row['ci_low']:+.1f}, {100 * row['ci_high']:+.1f}]"
 
 
-def _derived(summary: pd.DataFrame, config_id: str, metric: str):
-    rows = summary[
-        (summary["config_id"] == config_id)
-        & (summary["mode"] == "derived")
-        & (summary["metric"] == metric)
-    ]
-    return None if rows.empty else rows.iloc[0]
-
-
-def _measured(summary: pd.DataFrame, config_id: str, mode: str, metric: str) -> str:
+def _row(summary: pd.DataFrame, config_id: str, mode: str, metric: str):
+    """The summary's row of a configuration's metric in a mode; None if there is none."""
     rows = summary[
         (summary["config_id"] == config_id)
         & (summary["mode"] == mode)
         & (summary["metric"] == metric)
     ]
-    return "-" if rows.empty else f"{rows.iloc[0]['mean']:.4g}"
+    return None if rows.empty else rows.iloc[0]
+
+
+def _derived(summary: pd.DataFrame, config_id: str, metric: str):
+    return _row(summary, config_id, "derived", metric)
+
+
+def _measured(summary: pd.DataFrame, config_id: str, mode: str, metric: str) -> str:
+    row = _row(summary, config_id, mode, metric)
+    return "-" if row is None else f"{row['mean']:.4g}"
 
 
 def _link_text(summary: pd.DataFrame, config_id: str, paced) -> str:
     """The link the copies achieved in `sequential` (alone on the GPU: bytes over the
     trace's communication time), beside the bandwidth they were paced to."""
-
-    def mean(metric):
-        rows = summary[
-            (summary["config_id"] == config_id)
-            & (summary["mode"] == "sequential")
-            & (summary["metric"] == metric)
-        ]
-        return None if rows.empty else float(rows.iloc[0]["mean"])
-
-    mib, ms = mean("emulated_mib_per_step"), mean("communication_ms")
-    got = f"{mib * 2**20 / (ms / 1e3) / 1e9:.0f}" if mib and ms else "-"
-    return f"{got} of {paced:g}" if paced else got
+    mib, ms = (_row(summary, config_id, "sequential", m) for m in ("emulated_mib_per_step", "communication_ms"))  # fmt: skip
+    got = "-"
+    if mib is not None and ms is not None and ms["mean"] > 0:
+        got = f"{mib['mean'] * MIB / (ms['mean'] / 1e3) / 1e9:.0f}"
+    return f"{got} (of {paced:g})" if paced else got
 
 
 def side_by_side(summary: pd.DataFrame, metrics=("slowdown", "sequential_penalty")) -> list[list]:
@@ -107,7 +102,7 @@ def preview_section(doc: Doc, run: Results) -> None:
     s = run.summary
     doc.table(
         ["configuration", "W", "Eq. 1 slowdown", "sequential penalty", "MiB a step (overlap)",
-         "link GB/s achieved (sequential) of paced", "peak GiB (overlap)"],
+         "link achieved in sequential, GB/s (of paced)", "peak GiB (overlap)"],
         [
             [c, str(run.configs.get(c, {}).get("emulated_world", _SUFFIX.search(c).group(1)
                                                  if _SUFFIX.search(c) else "?")),

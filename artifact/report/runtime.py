@@ -29,7 +29,7 @@ class FigureTime:
     pauses_s: list[float] = field(default_factory=list)
     starts: int = 0  # runs started into this folder (its log's RUN_HEADER lines)
     copied: dict[str, int] = field(default_factory=dict)  # source figure -> records copied
-    wall_s: float | None = None  # the starts' wall time (RUN_END lines); None: none ended
+    wall_s: float | None = None  # the starts' wall time (RUN_END lines); None: one lacks it
 
     @property
     def active_s(self) -> float:
@@ -63,10 +63,11 @@ def figure_time(out: Path, figure: str) -> FigureTime | None:
     pauses = [g for g in gaps if g > max(PAUSE_MIN_S, PAUSE_FACTOR * usual)]
     log = Path(out) / "logs" / f"{figure}.log"
     text = log.read_text(errors="replace") if log.is_file() else ""
-    walls = [
-        float(s) for s in re.findall(rf"^{re.escape(RUN_END)} .* after ([0-9.]+) s$", text, re.M)
-    ]
+    # (no ^: a rank's last line without its newline leaves the end line mid-line)
+    ends = re.findall(rf"{re.escape(RUN_END)} .* after ([0-9.]+) s$", text, re.M)
+    starts = text.count(RUN_HEADER)
     span = (stamps[-1] - stamps[0]).total_seconds() if stamps else 0.0
-    return FigureTime(
-        len(stamps), span, pauses, text.count(RUN_HEADER), copied, sum(walls) if walls else None
-    )
+    # a start without its end line (the CLI killed outright, or a log older than the end
+    # lines) has no wall time: a partial sum would read as the whole
+    wall = sum(map(float, ends)) if ends and len(ends) == starts else None
+    return FigureTime(len(stamps), span, pauses, starts, copied, wall)

@@ -76,7 +76,9 @@ def precision_unsupported(device: torch.device, precision: str) -> str | None:
 
 
 def free_memory_bytes(device: torch.device) -> int:
-    """Memory free for a new configuration: device memory on a GPU, available RAM on a CPU."""
+    """Memory free for a new configuration: device memory on a GPU; on a CPU the host's
+    available memory shared by the ranks on it (each builds its own model), as the plan
+    budgets it."""
     forced = os.environ.get(FREE_MEMORY_ENV)
     if forced:
         try:
@@ -85,7 +87,8 @@ def free_memory_bytes(device: torch.device) -> int:
             raise ArtifactError(f"{FREE_MEMORY_ENV}={forced!r} is not a number of GiB") from None
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
-    return host.available_bytes()
+    share = host.share_bytes(host.local_processes())
+    return 1 << 62 if share is None else int(share)  # no /proc/meminfo: nothing to check
 
 
 def memory_unfit(needed_bytes: float, device: torch.device, micro_batch: int) -> str | None:

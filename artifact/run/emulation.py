@@ -205,13 +205,16 @@ class _Pacer:
     def __init__(self, device: torch.device):
         self.device = device
         self.cycles_per_s = spin_cycles_per_s(device)
-        self.rates: dict[tuple, float] = {}  # (collective, dtype, W) -> bytes a second
+        self.rates: dict[tuple, float] = {}  # (collective, dtype, size, W) -> bytes per second
 
     def rate(self, name: str, a: dict, w: int, gathers, scatters) -> float:
-        """Bytes a second that `_copies` moves for this collective at W, its dtype and
+        """Bytes per second that `_copies` moves for this collective at W, its dtype and
         size: timed once each on the collective's own tensors (its real copies follow and
         overwrite what the probe wrote). It synchronises the device, so the first such
-        collective of a run should come in a warm-up step, which is not measured."""
+        collective of a run should come in a warm-up step, which is not measured. Timed
+        from the host: for a small collective the launches may take longer than the
+        copies, the rate reads low and the pad is too short (its bytes are few: GPT-3
+        1.3B's step as a whole was paced to 447 of 450 GB/s)."""
         like = _first_tensor(a)
         key = (name, like.dtype, like.numel(), w)
         if key not in self.rates:
@@ -256,8 +259,10 @@ def _traffic(name: str, a: dict, device: torch.device, w: int, gathers, scatters
         return None
     if _link[0] and device not in _pacers:
         _pacers[device] = _Pacer(device)  # once, before any copy is queued
-    # the copies' own rate, probed before they are queued (once a collective and dtype)
-    rate = _pacers[device].rate(name, a, w, gathers, scatters) if _link[0] else None
+    # the copies' own rate, probed before they are queued (once per collective, dtype and
+    # size; a control moves nothing, so it probes nothing)
+    paced = _link[0] and not zero_bytes
+    rate = _pacers[device].rate(name, a, w, gathers, scatters) if paced else None
     stream.wait_stream(torch.cuda.current_stream(device))  # inputs are ready first
     before, touched = moved_bytes(), []
     with torch.cuda.stream(stream):
