@@ -404,7 +404,7 @@ def test_the_report_puts_emulated_beside_real():
 
 
 def test_the_preview_says_what_link_the_copies_achieved(tmp_path):
-    """Session 14 on one H200 (fig4 quick, rank 0 of 4): 4485 MiB a step paced to 450 GB/s
+    """Session 14 on one H200 (fig4 quick, rank 0 of 4): 4485 MiB per step paced to 450 GB/s
     took 13.83 ms of the trace's communication time in `sequential`, 340 GB/s: the column
     shows it beside the pace, so nobody reads the preview as at 450."""
     import shutil

@@ -208,7 +208,7 @@ def _measure(
         phases = training_phases(ctx.world_size)
         losses: dict[str, list] = {p: [] for p in phases}  # this repetition's, by phase
 
-        moved: dict[str, list] = {p: [] for p in phases}  # emulated MiB a step, by phase
+        moved: dict[str, list] = {p: [] for p in phases}  # emulated MiB per step, by phase
 
         def step_of(phase):
             def step():

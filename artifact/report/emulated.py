@@ -101,7 +101,7 @@ def preview_section(doc: Doc, run: Results) -> None:
     doc.p(FIDELITY)
     s = run.summary
     doc.table(
-        ["configuration", "W", "Eq. 1 slowdown", "sequential penalty", "MiB a step (overlap)",
+        ["configuration", "W", "Eq. 1 slowdown", "sequential penalty", "MiB per step (overlap)",
          "link achieved in sequential, GB/s (of paced)", "peak GiB (overlap)"],
         [
             [c, str(run.configs.get(c, {}).get("emulated_world", _SUFFIX.search(c).group(1)
