@@ -87,7 +87,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--summary", action="store_true", help="per-figure totals only")
 
 
-def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row]]:
+def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row], tuple[float, str]]:
     """Check the arguments (ArtifactError naming the bad value) and build the rows:
     (preset, GPUs or processes, rows, memory_gib's (GiB, source))."""
     figures = figures_of(args.figures)

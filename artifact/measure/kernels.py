@@ -180,11 +180,12 @@ def kernel_table(trace: dict[str, Any]) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     df = pd.DataFrame(rows, columns=[*COLUMNS[:-1], "host_ts"])
     host_ts = df.pop("host_ts").to_numpy(dtype=float)
-    emulated, filled = _marked(events, EMULATED_MARK), _marked(events, STAND_IN_MARK)
-    if gpu and len(emulated[0]):  # kernels launched inside emulated traffic: communication
-        df.loc[_assign(host_ts, emulated) >= 0, "category"] = "communication"
-    if gpu and len(filled[0]):  # a stand-in's fills feed no model compute: memory
-        df.loc[_assign(host_ts, filled) >= 0, "category"] = "memory"
+    # kernels launched inside a marked host range take the range's category: emulated
+    # traffic is communication, a stand-in's fills feed no model compute (memory)
+    for mark, category in ((EMULATED_MARK, "communication"), (STAND_IN_MARK, "memory")):
+        marked = _marked(events, mark)
+        if gpu and len(marked[0]):
+            df.loc[_assign(host_ts, marked) >= 0, "category"] = category
     df["iteration"] = _assign(host_ts, ranges)
     return df.sort_values("start", ignore_index=True)
 

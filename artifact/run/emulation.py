@@ -268,7 +268,7 @@ def _traffic(name: str, a: dict, device: torch.device, w: int, gathers, scatters
     with torch.cuda.stream(stream):
         if not zero_bytes:
             touched = _copies(name, a, w, gathers, scatters)
-            if _link[0]:
+            if paced:
                 _pacers[device].pad(moved_bytes() - before, _link[0], rate)
         event = torch.cuda.Event()
         event.record(stream)
