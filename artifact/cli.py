@@ -30,7 +30,7 @@ from artifact.core.config import (
     default_preset,
     get_preset,
 )
-from artifact.core.errors import ArtifactError, check_positive
+from artifact.core.errors import ArtifactError, Terminated, check_positive
 from artifact.core.options import RunOptions
 from artifact.estimate.memory import RECOMPUTE_CHOICES
 from artifact.figures import spec_of
@@ -609,12 +609,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-class Terminated(Exception):
-    """SIGTERM (a job scheduler, `timeout`, `docker stop`), raised where the CLI waits."""
+_TERMINATED: list[bool] = []
 
 
 def _on_sigterm(signum, frame):
-    raise Terminated()
+    # once: the same SIGTERM can come twice (to the process group, and forwarded by
+    # `all` to the figure it runs), and a second must not cut short the first's handling
+    if not _TERMINATED:
+        _TERMINATED.append(True)
+        raise Terminated()
 
 
 STOP_FILE: list[Path] = []  # where a first Ctrl-C asks the ranks to stop (set by a run)
@@ -641,6 +644,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_sigint)
     try:
         return args.func(args)
+    except (KeyboardInterrupt, Terminated) as e:  # where nothing was left half-done
+        why = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C (SIGINT)"
+        err_console.print(f"interrupted by {why}", markup=False, highlight=False)
+        return 130
     except ArtifactError as e:
         err_console.print(f"error: {e}", markup=False, highlight=False)
         return 2

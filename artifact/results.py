@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from artifact.analyze.aggregate import gpus_in, load_summary
-from artifact.core.emulated import NOTE_PREFIX
+from artifact.core.emulated import EMULATED_SUFFIX, NOTE_PREFIX
 from artifact.judge.controls import is_proxy
 from artifact.judge.verdicts import load_verdicts
 from artifact.store import RunStore
@@ -83,6 +83,14 @@ class Results:
         notes = self.summary["note"].astype(str)  # NaN reads "nan"
         by_note = set(self.summary.loc[notes.str.startswith(NOTE_PREFIX), "config_id"])
         return sorted(by_config | by_note)
+
+    def emulated_world(self, config_id: str) -> int | None:
+        """W of a configuration run as rank 0 of W alone: its config's, else its id's
+        `_e{W}` suffix; None for one run on real ranks."""
+        if world := self.configs.get(config_id, {}).get("emulated_world"):
+            return int(world)
+        m = EMULATED_SUFFIX.search(str(config_id))
+        return int(m.group(1)) if m else None
 
     @property
     def _beyond_paper_configs(self) -> set[str]:

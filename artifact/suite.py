@@ -4,12 +4,16 @@ verdicts and report (`nox -s all` calls it).
 The plan's summary comes first; each figure runs in its own `python -m artifact run`
 process, so one that fails leaves the others running; a figure drawn from another's
 records (fig5) runs nothing. Exit 1 where any figure or stage failed, naming the failed figures at the end; exit 2
-only where the machine cannot run it at all (artifact.run.preflight).
+only where the machine cannot run it at all (artifact.run.preflight). A SIGTERM or Ctrl-C
+stops the suite after the figure it interrupted has recorded what it finished (exit 130,
+with the command that resumes).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -17,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from artifact.core.config import default_preset
+from artifact.core.errors import Terminated
 from artifact.figures import REGISTRY, own_records
 from artifact.run import preflight
 from artifact.run.progress import FIGURE_ENV
@@ -38,6 +43,32 @@ def _has_gpu() -> bool:
     return device_kind() != "cpu"
 
 
+class Interrupted(Exception):
+    """A SIGTERM or Ctrl-C while a stage ran: the stage handled it (a figure records what
+    it finished), and the suite stops there."""
+
+    def __init__(self, why: str, stage: str, figure: str = ""):
+        super().__init__(why)
+        self.why, self.stage, self.figure = why, stage, figure
+
+
+def child(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    """`python -m artifact ARGV` to its end: its exit code, and what interrupted it ('':
+    nothing). A SIGTERM or Ctrl-C meanwhile is the child's to handle, as it handles one
+    alone: a SIGTERM is passed on (it may have come to this process only), a Ctrl-C is
+    not (the terminal sent it to both; a second one would mean "stop now")."""
+    proc = subprocess.Popen([sys.executable, "-m", "artifact", *argv], env=env)
+    why = ""
+    while True:
+        try:
+            return proc.wait(), why
+        except Terminated:
+            why = "SIGTERM"
+            proc.send_signal(signal.SIGTERM)
+        except KeyboardInterrupt:
+            why = "Ctrl-C (SIGINT)"
+
+
 def run_all(
     args: list[str], say: Callable[[str], None] = print, budget_s: float | None = None
 ) -> int:
@@ -55,19 +86,38 @@ def run_all(
     out = _value(args, "--out")
 
     def artifact(*argv: str, env: dict[str, str] | None = None) -> int:
-        return subprocess.run([sys.executable, "-m", "artifact", *argv], env=env).returncode
+        rc, why = child(list(argv), env)
+        if why:
+            raise Interrupted(why, argv[0], argv[1] if argv[0] == "run" else "")
+        return rc
 
-    # the plan first: what fits, how long it takes, how much disk (artifact.plan)
-    at = passed(args, ("--preset", "--gpus", "--emulate-world"))
-    if artifact("plan", "--summary", *at) not in (0, 2):  # 2: a plan it cannot draw
-        return 1
-    left: dict[str, str] = {}
-    if budget_s is not None:
-        from artifact.budget import select
+    try:
+        # the plan first: what fits, how long it takes, how much disk (artifact.plan)
+        at = passed(args, ("--preset", "--gpus", "--emulate-world"))
+        if artifact("plan", "--summary", *at) not in (0, 2):  # 2: a plan it cannot draw
+            return 1
+        left: dict[str, str] = {}
+        if budget_s is not None:
+            from artifact.budget import select
 
-        _, left = select(args, budget_s)
-        for fig, why in left.items():
-            RunStore(Path(out)).write_status(fig, "not run", why)
+            _, left = select(args, budget_s)
+            for fig, why in left.items():
+                RunStore(Path(out)).write_status(fig, "not run", why)
+        return _figures_then_stages(args, out, left, artifact, say)
+    except Interrupted as stop:
+        from artifact.cli import invocation  # the CLI that called this, loaded already
+
+        during = f"{stop.stage} {stop.figure}".strip()
+        print(
+            f"all: interrupted by {stop.why} during {during}; what finished is kept in {out}\n"
+            f"resume: {invocation()} all {shlex.join(args)}",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def _figures_then_stages(args: list[str], out: str, left: dict[str, str], artifact, say) -> int:
+    """Each figure not left out, then summarize, compare and report."""
     runs = own_records()
     failed, took = [], {}
     for fig, spec in REGISTRY.items():

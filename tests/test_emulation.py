@@ -214,7 +214,7 @@ def test_emulated_rows_never_enter_the_paper_tally(tmp_path):
     assert paper["slowdown_mean"] == "not run"
     assert "preview" in v.set_index("item").loc["slowdown_mean", "reason"].iloc[0]
     previews = v[v["item_type"] == "preview"]
-    assert set(previews["config_id"]) == set(configs)
+    assert set(previews[previews["item"] == "slowdown_mean"]["config_id"]) == set(configs)
     assert "reproduced 0" in tally(v).split(";")[0]  # the paper's part of the line
     assert "emulated preview (not counted)" in tally(v)
 
@@ -225,6 +225,32 @@ def test_emulated_rows_never_enter_the_paper_tally(tmp_path):
     plain_configs = {c: {"params": cfg["params"]} for c, cfg in configs.items()}
     v = compare(_folder(other, plain, plain_configs), _expected(tmp_path))
     assert paper_items(v).set_index("item").loc["slowdown_mean", "verdict"] == "reproduced"
+
+
+def test_a_claim_across_configurations_is_previewed_on_those_of_one_w(tmp_path):
+    """FP16 beside FP32, a trend in size: judged on the configurations emulated at one W
+    together (one at a time each would read "not run"), never across two W's. The
+    control: a W = 2 configuration that would break the trend if it were mixed in."""
+    rows = [
+        _emulated_row("small_fsdp_e4", "fsdp", 0.18, 0.16, 0.21),
+        _emulated_row("big_fsdp_e4", "fsdp", 0.30, 0.27, 0.33),
+        _emulated_row("small_pp_e4", "pipeline", 0.05, 0.03, 0.07),
+        _emulated_row("mid_fsdp_e2", "fsdp", 0.05, 0.03, 0.07),
+    ]
+    configs = {
+        "small_fsdp_e4": {"params": 1e9, "emulated_world": 4},
+        "big_fsdp_e4": {"params": 13e9, "emulated_world": 4},
+        "small_pp_e4": {"params": 1e9, "emulated_world": 4},
+        "mid_fsdp_e2": {"params": 5e9},  # W from the id's suffix alone
+    }
+    v = compare(_folder(tmp_path, rows, configs), _expected(tmp_path))
+    previews = v[v["item_type"] == "preview"].set_index(["item", "config_id"])["verdict"]
+    assert previews[("grows_with_size", "big_fsdp_e4; small_fsdp_e4")] == "reproduced"
+    assert previews[("grows_with_size", "mid_fsdp_e2")] == "not run"  # one size at W = 2
+    assert previews[("fsdp_more", "big_fsdp_e4; small_fsdp_e4; small_pp_e4")] == "reproduced"
+    # a number is still previewed one configuration at a time
+    assert len(previews.loc["slowdown_mean"]) == len(configs)
+    assert paper_items(v).set_index("item").loc["grows_with_size", "verdict"] == "not run"
 
 
 # --- the zero-byte control reads no slowdown beyond its floor ---------------------------
@@ -308,7 +334,7 @@ def test_fig4_runs_every_mode_as_rank_0_of_4(cli, tmp_path):
     assert "its zero-byte controls are in the section" in text
     controls = section.split("Zero-byte controls of the emulated path")[1]
     # (FSDP2 is beyond the paper: measured, judged by nothing, its controls included)
-    assert controls.count("| gpt-tiny_fsdp_fp32_mb2_w4_e4 | sequential penalty |") == 1
+    assert controls.count("| fig4 | gpt-tiny_fsdp_fp32_mb2_w4_e4 | sequential penalty |") == 1
 
 
 def test_an_emulated_gpu_run_is_not_called_a_reproduction_on_w_gpus():

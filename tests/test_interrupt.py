@@ -91,6 +91,41 @@ def test_a_second_run_into_a_held_folder_is_refused(tmp_path):
     assert processes_naming(str(out)) == []
 
 
+# `all` with fig8 alone (the quickest figure), as cli.main runs it: its signal handlers
+_ALL_FIG8 = (
+    "import signal, sys; from artifact import cli, suite; "
+    "signal.signal(signal.SIGTERM, cli._on_sigterm); signal.signal(signal.SIGINT, cli._on_sigint); "
+    "suite.REGISTRY = {'fig8': suite.REGISTRY['fig8']}; "
+    "sys.exit(suite.run_all(sys.argv[1:]))"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("to", ["all alone", "the process group"])
+def test_a_sigterm_to_all_lets_the_figure_record_its_interruption(tmp_path, to):
+    """`timeout` signals the whole group, `kill` the one process: either way the figure
+    running under `all` says it was interrupted and what it kept, and `all` says how to
+    resume (it used to kill the figure outright and print "internal error: Terminated")."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-c", _ALL_FIG8, "--preset", "tiny", "--reps", "3", "--out", str(out)]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    _wait_for_record(out, proc)
+    if to == "all alone":
+        proc.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    status = json.loads((out / "status" / "fig8.json").read_text())
+    assert status["status"] == "failed" and "interrupted by SIGTERM" in status["reason"]
+    assert "all: interrupted by SIGTERM during run fig8" in err and "resume: " in err
+    assert "internal error" not in err
+    assert list(out.glob("records/**/rep-*.json"))  # what finished is kept
+    assert processes_naming(str(out)) == []
+
+
 _CHILD = (
     "import os, sys; from artifact.run import procs; "
     "parent = sys.argv[1]; parent = int(parent) if parent.isdigit() else parent; "

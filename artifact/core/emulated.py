@@ -5,6 +5,7 @@ checks the flags before torch loads)."""
 from __future__ import annotations
 
 import math
+import re
 
 from artifact.core.errors import ArtifactError
 
@@ -15,6 +16,7 @@ ACCEPTED = "an integer of 2 or more (the world size rank 0 stands in for)"
 # each way), the B200/DGX B200 datasheet (NVLink 5, 1.8 TB/s: 900 each way).
 LINK_GBS: dict[str, float] = {"H100": 450.0, "H200": 450.0, "A100": 300.0, "B200": 900.0}
 NOTE_PREFIX = "emulated:"
+EMULATED_SUFFIX = re.compile(r"_e(\d+)$")  # what config_suffix appends to a config id
 # the RunOptions fields of the figures that can run as rank 0 of W (the training figures)
 EMULATION_OPTIONS = frozenset({"emulate_world", "link_gbps"})
 

@@ -7,6 +7,10 @@ class ArtifactError(Exception):
     """A user-facing error: one line naming the bad value and, where it helps, the accepted ones."""
 
 
+class Terminated(Exception):
+    """SIGTERM (a job scheduler, `timeout`, `docker stop`), raised where the CLI waits."""
+
+
 def check_positive(flag: str, value: float | None) -> None:
     """`--reps must be at least 1, got 0` (None: the flag was not given)."""
     if value is not None and value < 1:

@@ -317,6 +317,9 @@ def _monotone(item, rows: pd.DataFrame, summary, configs: dict) -> Judged:
     return holds, reason, item["kind"].replace("_", " ") + f" {along}", NAN, NAN, NAN
 
 
+# the claims that compare configurations with one another
+ACROSS_CONFIGS = {"group_greater", "increases_with", "decreases_with"}
+
 CLAIM_JUDGES = {
     "every_row_positive": _every_row_positive,
     "group_greater": _group_greater,
@@ -452,15 +455,23 @@ def _preview_verdicts(item, run: Results, checks: list[dict]) -> list[dict]:
     is_number = item["section"] == "numbers"
     exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
     selected = select(run.preview_rows, item["rows"], _metric_of(item))
+    ids = sorted(set(selected["config_id"]))
+    if not is_number and item["kind"] in ACROSS_CONFIGS:
+        # a claim across configurations (FP16 beside FP32, a trend in size): judged on
+        # all the configurations emulated at one W together
+        worlds = {c: run.emulated_world(c) for c in ids}
+        groups = [[c for c in ids if worlds[c] == w] for w in sorted(set(worlds.values()))]
+    else:
+        groups = [[c] for c in ids]
     out = []
-    for config_id in sorted(set(selected["config_id"])):
-        rows = selected[selected["config_id"] == config_id]
+    for group in groups:
+        rows = selected[selected["config_id"].isin(group)]
         v = _judge_rows(item, rows, run, checks, exp)
-        note = run.configs.get(config_id, {}).get("note", "") or EMULATED_LIMITS
+        note = run.configs.get(group[0], {}).get("note", "") or EMULATED_LIMITS
         v["reason"] = as_sentence(
             f"{v['reason'].rstrip('.')}. Emulated preview, not counted: {note}"
         )
-        out.append(v | {"item_type": "preview", "config_id": config_id})
+        out.append(v | {"item_type": "preview", "config_id": "; ".join(group)})
     return out
 
 

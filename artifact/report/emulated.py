@@ -8,10 +8,10 @@ Emulated rows are never in the paper's tally (artifact.judge.compare: item_type
 from __future__ import annotations
 
 import math
-import re
 
 import pandas as pd
 
+from artifact.core.emulated import EMULATED_SUFFIX
 from artifact.core.units import MIB
 from artifact.judge.controls import WHAT
 from artifact.judge.verdicts import of_type
@@ -34,7 +34,6 @@ FIDELITY = (
     "they are not the paper's multi-GPU numbers and never count as reproducing them. In "
     "short: no real NVLink or NCCL protocol, no peers' load, no pipeline bubble."
 )
-_SUFFIX = re.compile(r"_e(\d+)$")
 
 
 def _ci(row) -> str:
@@ -80,7 +79,7 @@ def side_by_side(summary: pd.DataFrame, metrics=("slowdown", "sequential_penalty
     emulation once a multi-GPU run exists."""
     out = []
     for config_id in sorted(set(summary["config_id"])):
-        m = _SUFFIX.search(str(config_id))
+        m = EMULATED_SUFFIX.search(str(config_id))
         real_id = config_id[: m.start()] if m else None
         if not real_id or real_id not in set(summary["config_id"]):
             continue
@@ -104,8 +103,7 @@ def preview_section(doc: Doc, run: Results) -> None:
         ["configuration", "W", "Eq. 1 slowdown", "sequential penalty", "MiB per step (overlap)",
          "link achieved in sequential, GB/s (of paced)", "peak GiB (overlap)"],
         [
-            [c, str(run.configs.get(c, {}).get("emulated_world", _SUFFIX.search(c).group(1)
-                                                 if _SUFFIX.search(c) else "?")),
+            [c, str(run.emulated_world(c) or "?"),
              _ci(_derived(s, c, "slowdown")), _ci(_derived(s, c, "sequential_penalty")),
              _measured(s, c, "overlap", "emulated_mib_per_step"),
              _link_text(s, c, run.provenance.get("emulated_link_gbps")),
@@ -122,9 +120,9 @@ def preview_section(doc: Doc, run: Results) -> None:
             "beyond its control):"
         )
         doc.table(
-            ["configuration", "control", "mean [95% CI]", "n", "verdict"],
+            ["figure", "configuration", "control", "mean [95% CI]", "n", "verdict"],
             [
-                [r.config_id, WHAT[r.item],
+                [r.figure, r.config_id, WHAT[r.item],
                  _ci(r._asdict()), "-" if pd.isna(r.n) else f"{int(r.n)}", r.verdict]
                 for r in controls.itertuples()
             ],
