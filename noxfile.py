@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -95,11 +96,41 @@ def _preflight(py: str, args: list[str]) -> None:
         raise SystemExit(2)  # past nox's session handling: the line above says it all
 
 
+def _artifact(py: str, *args: str) -> int:
+    """`python -m artifact ARGS` to its end: its exit code. The CLI handles Ctrl-C and
+    SIGTERM itself (a figure records what it finished, then exits), so nox waits for it:
+    a Ctrl-C reached it too (the terminal signals the whole process group), and a SIGTERM
+    that came to nox alone (`docker stop` through `--init`) is passed on. (nox's own
+    session.run would SIGKILL it half a second after a Ctrl-C.)"""
+    proc = subprocess.Popen([py, "-m", "artifact", *args])
+    previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+    try:
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:
+                continue
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _ended(session: nox.Session, rc: int) -> None:
+    """A session's end from the CLI's exit code: 2 (bad input, a machine that cannot run
+    it) as 2, past nox's handling (the CLI's one line says it all); any other failure
+    fails the session."""
+    if rc == 2:
+        raise SystemExit(2)
+    if rc == 130:
+        session.error("interrupted (exit 130): the lines above say what was kept and how to resume")
+    if rc:
+        session.error(f"exit {rc}: a figure or stage failed (the lines above name it)")
+
+
 def _figure_session(figure: str):
     def run_figure(session: nox.Session) -> None:
         py = _python(session)
         _preflight(py, list(session.posargs))
-        session.run(py, "-m", "artifact", "run", figure, *session.posargs)
+        _ended(session, _artifact(py, "run", figure, *session.posargs))
 
     run_figure.__doc__ = f"Run {figure}'s experiment (tiny preset on CPU, quick on GPU)."
     return run_figure
@@ -115,11 +146,7 @@ def all_figures(session: nox.Session) -> None:
     # the loop is the package's (artifact/suite.py): the plan first, each figure, then the stages
     py = _python(session)
     session.log(f"{py} -m artifact all {' '.join(session.posargs)}")
-    rc = subprocess.run([py, "-m", "artifact", "all", *session.posargs]).returncode
-    if rc == 2:  # the machine cannot run it (preflight): its one line says why
-        raise SystemExit(2)
-    if rc:
-        session.error(f"exit {rc}: a figure or stage failed (the lines above name it)")
+    _ended(session, _artifact(py, "all", *session.posargs))
 
 
 @nox.session

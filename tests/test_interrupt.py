@@ -126,6 +126,39 @@ def test_a_sigterm_to_all_lets_the_figure_record_its_interruption(tmp_path, to):
     assert processes_naming(str(out)) == []
 
 
+# a nox session's call of the CLI (noxfile._artifact), fig8 alone
+_NOX_FIG8 = (
+    "import sys; sys.path.insert(0, '.'); import noxfile; "
+    "sys.exit(noxfile._artifact(sys.executable, 'run', 'fig8', *sys.argv[1:]))"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "signum, to", [(signal.SIGTERM, "nox alone"), (signal.SIGINT, "the process group")]
+)
+def test_nox_waits_for_an_interrupted_figure_to_record_it(tmp_path, signum, to):
+    """A SIGTERM that reaches nox alone (`docker stop` through `--init`) is passed on; a
+    Ctrl-C (the terminal signals the group) is the figure's to handle, and nox waits (its
+    own session.run SIGKILLed the figure half a second later). Either way the figure's
+    status says it was interrupted."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-c", _NOX_FIG8, "--preset", "tiny", "--reps", "5", "--out", str(out)]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    _wait_for_record(out, proc)
+    if to == "nox alone":
+        proc.send_signal(signum)
+    else:
+        os.killpg(proc.pid, signum)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, err[-2000:]
+    status = json.loads((out / "status" / "fig8.json").read_text())
+    assert status["status"] == "failed" and "interrupted" in json.dumps(status), status
+    assert processes_naming(str(out)) == []
+
+
 _CHILD = (
     "import os, sys; from artifact.run import procs; "
     "parent = sys.argv[1]; parent = int(parent) if parent.isdigit() else parent; "
