@@ -102,9 +102,15 @@ def _artifact(py: str, *args: str) -> int:
     a Ctrl-C reached it too (the terminal signals the whole process group), and a SIGTERM
     that came to nox alone (`docker stop` through `--init`) is passed on. (nox's own
     session.run would SIGKILL it half a second after a Ctrl-C.)"""
-    proc = subprocess.Popen([py, "-m", "artifact", *args])
-    previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+    started: list[subprocess.Popen] = []  # the handler is in place before the CLI starts
+
+    def pass_on(signum, frame):
+        for proc in started:
+            proc.send_signal(signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, pass_on)
     try:
+        started.append(proc := subprocess.Popen([py, "-m", "artifact", *args]))
         while True:
             try:
                 return proc.wait()
@@ -116,12 +122,12 @@ def _artifact(py: str, *args: str) -> int:
 
 def _ended(session: nox.Session, rc: int) -> None:
     """A session's end from the CLI's exit code: 2 (bad input, a machine that cannot run
-    it) as 2, past nox's handling (the CLI's one line says it all); any other failure
-    fails the session."""
+    it) as 2, past nox's handling (the CLI's one line says it all); 130 (interrupted) as
+    nox's own interruption, which runs no further session; any other failure fails it."""
     if rc == 2:
         raise SystemExit(2)
-    if rc == 130:
-        session.error("interrupted (exit 130): the lines above say what was kept and how to resume")
+    if rc == 130:  # the lines above say what was kept and how to resume
+        raise KeyboardInterrupt
     if rc:
         session.error(f"exit {rc}: a figure or stage failed (the lines above name it)")
 

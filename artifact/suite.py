@@ -104,13 +104,17 @@ def run_all(
             for fig, why in left.items():
                 RunStore(Path(out)).write_status(fig, "not run", why)
         return _figures_then_stages(args, out, left, artifact, say)
-    except Interrupted as stop:
+    except (Interrupted, Terminated, KeyboardInterrupt) as e:  # between stages too
         from artifact.cli import invocation  # the CLI that called this, loaded already
 
-        during = f"{stop.stage} {stop.figure}".strip()
+        if isinstance(e, Interrupted):
+            stopped = f"by {e.why} during {e.stage} {e.figure}".rstrip()
+        else:
+            stopped = "by SIGTERM" if isinstance(e, Terminated) else "by Ctrl-C (SIGINT)"
+        again = args + (["--budget", f"{max(1, round(budget_s))}s"] if budget_s else [])
         print(
-            f"all: interrupted by {stop.why} during {during}; what finished is kept in {out}\n"
-            f"resume: {invocation()} all {shlex.join(args)}",
+            f"all: interrupted {stopped}; what finished is kept in {out}\n"
+            f"resume: {invocation()} all {shlex.join(again)}",
             file=sys.stderr,
         )
         return 130

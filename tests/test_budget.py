@@ -63,14 +63,11 @@ def test_a_budget_cut_run_records_what_it_left_out(tmp_path, monkeypatch):
     "not run" with why: the report's figure status lists it so."""
     calls = []
 
-    class Done:
-        returncode = 0
+    def fake_child(argv, env=None):  # `python -m artifact ARGV`, each stage's
+        calls.append(argv[:2])
+        return 0, ""
 
-    def fake_run(argv, env=None):
-        calls.append(argv[3:5])
-        return Done()
-
-    monkeypatch.setattr(suite.subprocess, "run", fake_run)
+    monkeypatch.setattr(suite, "child", fake_child)
     monkeypatch.setattr(suite.preflight, "main", lambda args: 0)
     out = tmp_path / "run"
     rc = suite.run_all([*REVIEW_4, "--out", str(out)], say=lambda line: None, budget_s=3600)

@@ -236,17 +236,20 @@ def test_a_claim_across_configurations_is_previewed_on_those_of_one_w(tmp_path):
         _emulated_row("big_fsdp_e4", "fsdp", 0.30, 0.27, 0.33),
         _emulated_row("small_pp_e4", "pipeline", 0.05, 0.03, 0.07),
         _emulated_row("mid_fsdp_e2", "fsdp", 0.05, 0.03, 0.07),
+        _emulated_row("noted_fsdp", "fsdp", 0.01, 0.00, 0.02),
     ]
     configs = {
         "small_fsdp_e4": {"params": 1e9, "emulated_world": 4},
         "big_fsdp_e4": {"params": 13e9, "emulated_world": 4},
         "small_pp_e4": {"params": 1e9, "emulated_world": 4},
         "mid_fsdp_e2": {"params": 5e9},  # W from the id's suffix alone
+        "noted_fsdp": {"params": 2e9},  # emulated by its note alone: W unknown, its own
     }
     v = compare(_folder(tmp_path, rows, configs), _expected(tmp_path))
     previews = v[v["item_type"] == "preview"].set_index(["item", "config_id"])["verdict"]
     assert previews[("grows_with_size", "big_fsdp_e4; small_fsdp_e4")] == "reproduced"
     assert previews[("grows_with_size", "mid_fsdp_e2")] == "not run"  # one size at W = 2
+    assert previews[("grows_with_size", "noted_fsdp")] == "not run"
     assert previews[("fsdp_more", "big_fsdp_e4; small_fsdp_e4; small_pp_e4")] == "reproduced"
     # a number is still previewed one configuration at a time
     assert len(previews.loc["slowdown_mean"]) == len(configs)

@@ -34,8 +34,9 @@ def _start_fig8(out: Path, reps: int) -> subprocess.Popen:
 
 def _wait_for_record(out: Path, proc: subprocess.Popen, timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
-    while not list(out.glob("records/**/rep-*.json")) and time.monotonic() < deadline:
+    while not list(out.glob("records/**/rep-*.json")):
         assert proc.poll() is None, "the run ended before it could be interrupted"
+        assert time.monotonic() < deadline, f"no record after {timeout:.0f} s"
         time.sleep(0.2)
 
 
@@ -107,7 +108,7 @@ def test_a_sigterm_to_all_lets_the_figure_record_its_interruption(tmp_path, to):
     running under `all` says it was interrupted and what it kept, and `all` says how to
     resume (it used to kill the figure outright and print "internal error: Terminated")."""
     out = tmp_path / "run"
-    cmd = [sys.executable, "-c", _ALL_FIG8, "--preset", "tiny", "--reps", "3", "--out", str(out)]
+    cmd = [sys.executable, "-c", _ALL_FIG8, "--preset", "tiny", "--reps", "5", "--out", str(out)]
     proc = subprocess.Popen(
         cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
@@ -157,6 +158,26 @@ def test_nox_waits_for_an_interrupted_figure_to_record_it(tmp_path, signum, to):
     status = json.loads((out / "status" / "fig8.json").read_text())
     assert status["status"] == "failed" and "interrupted" in json.dumps(status), status
     assert processes_naming(str(out)) == []
+
+
+def test_a_nox_session_ends_as_the_cli_did():
+    """Bad input exits 2 through nox too; an interruption is nox's own (it runs no further
+    session); any other failure fails the session."""
+    sys.path.insert(0, str(ROOT))
+    import noxfile
+
+    class Session:
+        def error(self, why):
+            raise RuntimeError(why)
+
+    noxfile._ended(Session(), 0)
+    with pytest.raises(SystemExit) as e:
+        noxfile._ended(Session(), 2)
+    assert e.value.code == 2
+    with pytest.raises(KeyboardInterrupt):
+        noxfile._ended(Session(), 130)
+    with pytest.raises(RuntimeError, match="exit 1"):
+        noxfile._ended(Session(), 1)
 
 
 _CHILD = (

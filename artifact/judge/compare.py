@@ -438,7 +438,7 @@ def _judge_rows(item, rows: pd.DataFrame, run: Results, checks: list[dict], exp)
 
 def judge_item(item, run: Results, checks: list[dict] | None = None) -> list[dict]:
     """One expected item's verdict row, then one row per proxy configuration it has rows
-    of (proxy evidence), then one per emulated configuration (the preview)."""
+    of (proxy evidence), then the preview's rows (emulated configurations)."""
     checks = checks or []
     paper = _paper_verdicts(item, run, checks)
     previews = _preview_verdicts(item, run, checks)
@@ -448,8 +448,9 @@ def judge_item(item, run: Results, checks: list[dict] | None = None) -> list[dic
 
 
 def _preview_verdicts(item, run: Results, checks: list[dict]) -> list[dict]:
-    """The item judged on each emulated configuration's rows alone (GPU runs only: a CPU
-    run judges nothing), labelled a preview and never counted."""
+    """The item judged on emulated rows (GPU runs only: a CPU run judges nothing),
+    labelled a preview and never counted: a number on each configuration alone, a claim
+    across configurations on those emulated at one W together."""
     if not run.gpus or run.preview_rows.empty or _unjudgeable(item, run):
         return []
     is_number = item["section"] == "numbers"
@@ -460,7 +461,7 @@ def _preview_verdicts(item, run: Results, checks: list[dict]) -> list[dict]:
         # a claim across configurations (FP16 beside FP32, a trend in size): judged on
         # all the configurations emulated at one W together
         worlds = {c: run.emulated_world(c) for c in ids}
-        groups = [[c for c in ids if worlds[c] == w] for w in sorted(set(worlds.values()))]
+        groups = [[c for c in ids if worlds[c] == w] for w in dict.fromkeys(worlds.values())]
     else:
         groups = [[c] for c in ids]
     out = []
