@@ -539,7 +539,9 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     verdicts = pd.DataFrame(control_rows + rows_out + checks, columns=COLUMNS)
     summary = run.summary
     units = summary.groupby("metric")["unit"].first() if "unit" in summary else {}  # rows' unit
-    verdicts["unit"] = verdicts["unit"].fillna(verdicts["metric"].map(units)).fillna("")
+    # object first: a column of no unit at all reads as float, which text cannot fill
+    unit = verdicts["unit"].astype(object)
+    verdicts["unit"] = unit.fillna(verdicts["metric"].map(units).astype(object)).fillna("")
     return verdicts
 
 
