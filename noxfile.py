@@ -129,7 +129,7 @@ def _ended(session: nox.Session, rc: int) -> None:
     if rc == 130:  # the lines above say what was kept and how to resume
         raise KeyboardInterrupt
     if rc:
-        session.error(f"exit {rc}: a figure or stage failed (the lines above name it)")
+        session.error(f"exit {rc}: it failed (the lines above say why)")
 
 
 def _figure_session(figure: str):
@@ -158,15 +158,15 @@ def all_figures(session: nox.Session) -> None:
 @nox.session
 def plan(session: nox.Session) -> None:
     """Before a run: each configuration's memory per GPU (fits?), wall time and disk, and the totals."""
-    session.run(_python(session), "-m", "artifact", "plan", *session.posargs)
+    _ended(session, _artifact(_python(session), "plan", *session.posargs))
 
 
 @nox.session
 def report(session: nox.Session) -> None:
     """Compare a results folder with expected/ and write its report: nox -s report -- DIR."""
     py = _python(session)
-    session.run(py, "-m", "artifact", "compare", *session.posargs)
-    session.run(py, "-m", "artifact", "report", *session.posargs)
+    _ended(session, _artifact(py, "compare", *session.posargs))
+    _ended(session, _artifact(py, "report", *session.posargs))
 
 
 @nox.session

@@ -408,6 +408,24 @@ def cmd_restore_caps(args: argparse.Namespace) -> int:
     return 0
 
 
+# verdicts.csv's item_type, as a reader counts the rows
+_KINDS = {
+    "number": "of the paper's items",
+    "claim": "of the paper's items",
+    "control": "negative controls",
+    "check": "checks (V1, V2)",
+    "proxy": "proxy rows",
+    "preview": "preview rows",
+}
+
+
+def _row_kinds(verdicts) -> str:
+    """'26 of the paper's items, 10 negative controls, 5 checks (V1, V2)'."""
+    counts = verdicts["item_type"].map(_KINDS).fillna("other rows").value_counts()
+    order = [*dict.fromkeys(_KINDS.values()), "other rows"]  # the paper's items first
+    return ", ".join(f"{counts[kind]} {kind}" for kind in order if kind in counts)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from artifact.judge.compare import write_verdicts
     from artifact.judge.verdicts import tally
@@ -418,7 +436,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         # nothing judged (a CPU run): a line a verdict and reason, not a table of
         # identical rows
         console.print(
-            f"verdicts ({out / 'verdicts.csv'}): none of the {len(verdicts)} items judged"
+            f"verdicts ({out / 'verdicts.csv'}): none of its {len(verdicts)} rows judged "
+            f"({_row_kinds(verdicts)})"
         )
         counts = verdicts.groupby(["verdict", "reason"], sort=False).size()
         for (verdict, reason), n in counts.items():

@@ -9,7 +9,7 @@ from artifact.workloads.pipeline_megatron import ONE_STAGE_NOTE, PipelineSpec, P
 
 # Recorded "not run" for every pipeline configuration under --emulate-world (status/).
 EMULATION_REFUSED = (
-    "not run under --emulate-world: stage 0 of W alone is not built for Megatron-core yet "
+    "under --emulate-world, stage 0 of W alone is not built for Megatron-core yet "
     "(its parallel state under the fake group is unvalidated and send/recv traffic is not "
     "emulated), and alone it would show no pipeline bubble; run the pipeline on real ranks"
 )

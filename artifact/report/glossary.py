@@ -27,6 +27,26 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "a measurement whose true value is 0: Eq. 1 and the sequential penalty with no data moved (zero-byte collectives on several GPUs; the configuration itself on one). A control that does not read 0 makes the claims resting on it inconclusive.",
     ),
     (
+        "zero-byte control",
+        "the overlap and sequential modes run once more with every collective on zero bytes: the same code path with no data moved, where the collectives would move data (several GPUs, or --emulate-world). A slowdown or penalty 'beyond its control' is its value less the control's, paired by repetition.",
+    ),
+    (
+        "sequential penalty",
+        "how much slower sequential is than overlap end to end: (E2E sequential - E2E overlap) / E2E overlap, in % (the paper's Fig. 5).",
+    ),
+    (
+        "V1",
+        "the artifact's check of the sequential baseline: sequential's compute kernels must take as long as nocomm's, within 1 point, or Eq. 1's baseline would itself be slowed.",
+    ),
+    (
+        "V2",
+        "the artifact's check of Eq. 4's ideal, which the paper derives and never measures: delays injected into the microbenchmark's communication must move E2E as the equations predict.",
+    ),
+    (
+        "emulated (--emulate-world W)",
+        "rank 0 of a W-GPU run alone on one GPU under torch's fake process group, its collectives' bytes moved as paced local copies. Its rows are a preview: shown beside the paper's numbers, never counted.",
+    ),
+    (
         "settling",
         "before timed iterations, the work about to be timed runs until its step time and the GPU's clock are steady (bounded), so no phase inherits the previous one's power state.",
     ),
