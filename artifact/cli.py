@@ -30,7 +30,7 @@ from artifact.core.config import (
     default_preset,
     get_preset,
 )
-from artifact.core.errors import ArtifactError, Terminated, check_positive
+from artifact.core.errors import ArtifactError, Terminated, check_positive, interrupted_by
 from artifact.core.options import RunOptions
 from artifact.estimate.memory import RECOMPUTE_CHOICES
 from artifact.figures import spec_of
@@ -284,7 +284,7 @@ def launch_and_report(
             args, log_path, figure, preset, device, out, reps, nproc, options, rank_env or {}
         )
     except (KeyboardInterrupt, Terminated) as e:
-        why = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C (SIGINT)"
+        why = interrupted_by(e)
         store.write_status(figure, "failed", f"interrupted by {why} (log: logs/{figure}.log)")
         return _interrupted(store, figure, why, reps, out)
     rc = outcome.returncode
@@ -408,27 +408,9 @@ def cmd_restore_caps(args: argparse.Namespace) -> int:
     return 0
 
 
-# verdicts.csv's item_type, as a reader counts the rows
-_KINDS = {
-    "number": "of the paper's items",
-    "claim": "of the paper's items",
-    "control": "negative controls",
-    "check": "checks (V1, V2)",
-    "proxy": "proxy rows",
-    "preview": "preview rows",
-}
-
-
-def _row_kinds(verdicts) -> str:
-    """'26 of the paper's items, 10 negative controls, 5 checks (V1, V2)'."""
-    counts = verdicts["item_type"].map(_KINDS).fillna("other rows").value_counts()
-    order = [*dict.fromkeys(_KINDS.values()), "other rows"]  # the paper's items first
-    return ", ".join(f"{counts[kind]} {kind}" for kind in order if kind in counts)
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     from artifact.judge.compare import write_verdicts
-    from artifact.judge.verdicts import tally
+    from artifact.judge.verdicts import row_kinds, tally
 
     out = Path(args.dir)  # Results.load names a missing folder
     verdicts = write_verdicts(out)
@@ -437,7 +419,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         # identical rows
         console.print(
             f"verdicts ({out / 'verdicts.csv'}): none of its {len(verdicts)} rows judged "
-            f"({_row_kinds(verdicts)})"
+            f"({row_kinds(verdicts)})"
         )
         counts = verdicts.groupby(["verdict", "reason"], sort=False).size()
         for (verdict, reason), n in counts.items():
@@ -664,8 +646,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (KeyboardInterrupt, Terminated) as e:  # where nothing was left half-done
-        why = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C (SIGINT)"
-        err_console.print(f"interrupted by {why}", markup=False, highlight=False)
+        err_console.print(f"interrupted by {interrupted_by(e)}", markup=False, highlight=False)
         return 130
     except ArtifactError as e:
         err_console.print(f"error: {e}", markup=False, highlight=False)

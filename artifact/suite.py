@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from artifact.core.config import default_preset
-from artifact.core.errors import Terminated
+from artifact.core.errors import Terminated, interrupted_by
 from artifact.figures import REGISTRY, own_records
 from artifact.run import preflight
 from artifact.run.progress import FIGURE_ENV
@@ -62,11 +62,10 @@ def child(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str]
     while True:
         try:
             return proc.wait(), why
-        except Terminated:
-            why = "SIGTERM"
-            proc.send_signal(signal.SIGTERM)
-        except KeyboardInterrupt:
-            why = "Ctrl-C (SIGINT)"
+        except (Terminated, KeyboardInterrupt) as e:
+            why = interrupted_by(e)
+            if isinstance(e, Terminated):
+                proc.send_signal(signal.SIGTERM)
 
 
 def run_all(
@@ -110,7 +109,7 @@ def run_all(
         if isinstance(e, Interrupted):
             stopped = f"by {e.why} during {e.stage} {e.figure}".rstrip()
         else:
-            stopped = "by SIGTERM" if isinstance(e, Terminated) else "by Ctrl-C (SIGINT)"
+            stopped = f"by {interrupted_by(e)}"
         again = args + (["--budget", f"{max(1, round(budget_s))}s"] if budget_s else [])
         print(
             f"all: interrupted {stopped}; what finished is kept in {out}\n"

@@ -11,6 +11,11 @@ class Terminated(Exception):
     """SIGTERM (a job scheduler, `timeout`, `docker stop`), raised where the CLI waits."""
 
 
+def interrupted_by(e: BaseException) -> str:
+    """The signal behind a Terminated or KeyboardInterrupt, as the CLI names it."""
+    return "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C (SIGINT)"
+
+
 def check_positive(flag: str, value: float | None) -> None:
     """`--reps must be at least 1, got 0` (None: the flag was not given)."""
     if value is not None and value < 1:

@@ -68,21 +68,34 @@ def of_type(verdicts: pd.DataFrame, item_type: str) -> pd.DataFrame:
     return verdicts[verdicts["item_type"] == item_type]
 
 
+# the item types beside the paper's, in the order a reader counts them: label, verdicts
+OTHER_KINDS = {
+    "control": ("negative controls", CHECK_VERDICTS),
+    "check": ("checks (V1, V2)", CHECK_VERDICTS),
+    "proxy": ("proxy evidence (not counted)", VERDICTS),
+    "preview": ("emulated preview (not counted)", PREVIEW_VERDICTS),
+}
+
+
 def tally(verdicts: pd.DataFrame) -> str:
     """One line of counts: the paper's items, then the controls, the artifact's checks and
     the proxy evidence where there are any (compare and the report)."""
     paper = paper_items(verdicts)["verdict"].value_counts()
     line = "paper: " + ", ".join(f"{v} {paper.get(v, 0)}" for v in VERDICTS)
-    for item_type, label, values in (
-        ("control", "negative controls", CHECK_VERDICTS),
-        ("check", "checks (V1, V2)", CHECK_VERDICTS),
-        ("proxy", "proxy evidence (not counted)", VERDICTS),
-        ("preview", "emulated preview (not counted)", PREVIEW_VERDICTS),
-    ):
+    for item_type, (label, values) in OTHER_KINDS.items():
         counts = of_type(verdicts, item_type)["verdict"].value_counts()
         if not counts.empty:
             line += f"; {label}: " + ", ".join(f"{v} {counts.get(v, 0)}" for v in values)
     return line
+
+
+def row_kinds(verdicts: pd.DataFrame) -> str:
+    """How many rows of each kind: '26 of the paper's items, 36 negative controls, ...'."""
+    parts = [f"{len(paper_items(verdicts))} of the paper's items"]
+    for item_type, (label, _) in OTHER_KINDS.items():
+        if n := len(of_type(verdicts, item_type)):
+            parts.append(f"{n} {label}")
+    return ", ".join(parts)
 
 
 def equivalence(
