@@ -29,17 +29,17 @@ CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
 GPU_CONSTRAINTS = ROOT / "requirements" / "constraints-gpu.txt"
 
 
-def _registry_names() -> list[str]:
-    """The figure registry's names (artifact/figures/, one file a figure), read from its
-    file names: nox's interpreter has neither the artifact's dependencies nor `.venv` yet."""
+def _registry_names() -> dict[str, str]:
+    """The figure registry's names and titles (artifact/figures/, one file a figure), read
+    from its files, not imported: nox's interpreter has neither the artifact's dependencies nor `.venv` yet."""
     path = ROOT / "artifact" / "figures" / "names.py"
     spec = importlib.util.spec_from_file_location("_figure_names", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.figure_names()
+    return {name: module.figure_title(name) for name in module.figure_names()}
 
 
-EXPERIMENTS = _registry_names()
+EXPERIMENTS = _registry_names()  # name -> title
 
 # Order matters: torch first (an unpinned torch pulls a multi-GB CUDA build), then
 # DeepSpeed, a source distribution whose setup imports torch, without build isolation.
@@ -138,7 +138,7 @@ def _figure_session(figure: str):
         _preflight(py, list(session.posargs))
         _ended(session, _artifact(py, "run", figure, *session.posargs))
 
-    run_figure.__doc__ = f"Run {figure}'s experiment (tiny preset on CPU, quick on GPU)."
+    run_figure.__doc__ = f"{EXPERIMENTS[figure]}. Default preset: tiny on CPU, quick on GPU."
     return run_figure
 
 

@@ -163,6 +163,7 @@ def test_report_of_a_cpu_run(fig8_run):
     assert md.split("\n\n")[1].startswith(  # the first paragraph under the title
         "**Functional check on CPU: no claim of the paper was evaluated.**"
     )
+    assert "no NCCL (collectives over gloo), Python" in md.split("\n\n")[2]
     assert md.index("# Verdicts") < md.index("# A. Abstract")  # the verdict table first
     verdicts = pd.read_csv(out / "verdicts.csv")
     # CPU: nothing evaluated; items of the figures this folder lacks did not run

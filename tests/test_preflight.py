@@ -81,6 +81,9 @@ def test_outside_the_images_no_gpu_is_a_loud_note_not_an_error(capsys, tmp_path,
     # a GPU preset asked for: no "running the tiny CPU preset" before the run's own error
     rc, lines = _run(m, ["--preset", "quick"], capsys, tmp_path, monkeypatch)
     assert rc == 0 and lines == []
+    # `nox -s fig8 -- --help` runs nothing: no warning before the usage, even in an image
+    for machine in (m, dataclasses.replace(m, image="overlap-artifact:cuda")):
+        assert _run(machine, ["--help"], capsys, tmp_path, monkeypatch) == (0, [])
 
 
 def test_nox_as_pid_1_is_warned_about(capsys, tmp_path, monkeypatch):

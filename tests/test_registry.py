@@ -16,7 +16,7 @@ from artifact.figures import (
     paper_figures,
     spec_of,
 )
-from artifact.figures.names import figure_names
+from artifact.figures.names import figure_names, figure_title
 from tests.conftest import ROOT
 
 H200_SUMMARY = ROOT / "results" / "h200x1" / "all-quick" / "summary.csv"
@@ -79,6 +79,14 @@ def test_names_come_from_the_files_in_paper_order():
     assert figure_names() == list(all_figures())
     assert all_figures()[:8] == tuple(f"fig{n}" for n in range(4, 12))
     assert "fig5" not in own_records() and spec_of("fig5").records == "fig4"
+
+
+def test_nox_lists_each_figure_by_its_title_and_what_runs():
+    """`nox -l`'s lines, from the files without importing them (nox has no torch)."""
+    assert figure_title("fig8").startswith("Fig. 8: power and performance of an all-reduce")
+    assert figure_title("fig5").endswith("; runs fig4's experiment, whose records it reads")
+    drawn = [n for n in figure_names() if "runs " in figure_title(n)]
+    assert drawn == [n for n in figure_names() if spec_of(n).records_of]
 
 
 def test_eq1_has_one_name():

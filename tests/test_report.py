@@ -129,6 +129,7 @@ def test_first_screen_then_the_sections_in_the_acm_order(h100_run):
     assert "**Code:** commit c9bf5e403afa" in facts
     assert f"**Hardware:** 4 x {H100} (driver 580.159.04, CUDA 13.0); world size 4" in facts
     assert "**Preset:** paper; **repetitions:** n = 5 per configuration" in facts
+    assert ", NCCL 2.28.9, Python" in facts
     # torch 2.11 ran where 2.13.0 is pinned: flagged on the first screen
     assert "**Stack differs from the pins (pyproject.toml):** torch 2.11.0+cu130 (pinned 2.13.0)" in facts  # fmt: skip
     positions = [md.index(s) for s in SECTIONS]

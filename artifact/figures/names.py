@@ -21,3 +21,16 @@ def _order(name: str) -> tuple:
 
 def figure_names(folder: Path = HERE) -> list[str]:
     return sorted((p.stem for p in folder.glob("*.py") if p.stem not in NOT_FIGURES), key=_order)
+
+
+def figure_title(name: str, folder: Path = HERE) -> str:
+    """The first line of a figure file's docstring ("Fig. 5: end-to-end ..."), parsed, not
+    imported; and, for a figure drawn from another's records, which experiment runs."""
+    import ast
+
+    tree = ast.parse((folder / f"{name}.py").read_text())
+    title = (ast.get_docstring(tree) or name).splitlines()[0].rstrip(".")
+    drawn = re.search(r'records_of="(\w+)"', (folder / f"{name}.py").read_text())
+    return (
+        f"{title}; runs {drawn.group(1)}'s experiment, whose records it reads" if drawn else title
+    )

@@ -23,6 +23,7 @@ from artifact.report.document import Doc, to_html, to_latex, to_markdown
 from artifact.report.facts import (
     TITLE,
     as_value,
+    collectives_library,
     figure_status,
     hardware_line,
     not_run,
@@ -68,7 +69,7 @@ def first_screen(doc: Doc, run: Results) -> None:
         f"**Code:** commit {', '.join(c[:12] + ('-dirty' if c.endswith('-dirty') else '') for c in commits) or '-'}",
         f"**Hardware:** {hardware_line(prov, run.configs)}",
         f"**Preset:** {', '.join(presets) or '-'}; **repetitions:** n = {reps} per configuration (a verdict needs 5)",
-        f"**Stack:** torch {as_value(prov.get('torch'))}, DeepSpeed {as_value(prov.get('deepspeed'))}, Megatron-core {as_value(prov.get('megatron_core'))}, NCCL {as_value(prov.get('nccl'))}, Python {as_value(prov.get('python'))}",
+        f"**Stack:** torch {as_value(prov.get('torch'))}, DeepSpeed {as_value(prov.get('deepspeed'))}, Megatron-core {as_value(prov.get('megatron_core'))}, {collectives_library(prov)}, Python {as_value(prov.get('python'))}",
     ]
     deviations = stack_deviations(run.values())
     if deviations:

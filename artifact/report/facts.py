@@ -58,6 +58,14 @@ def world_text(configs: dict, gloo: bool = False) -> str:
     return "; ".join(parts)
 
 
+def collectives_library(prov: dict) -> str:
+    """`NCCL 2.28.9`, `RCCL ...` on ROCm, or what ran instead (gloo on a CPU)."""
+    name = "RCCL" if prov.get("rocm") else "NCCL"
+    if prov.get("nccl"):
+        return f"{name} {prov['nccl']}"
+    return f"no {name} (collectives over {prov['backend']})" if prov.get("backend") else f"{name} -"
+
+
 def hardware_line(prov: dict, configs: dict) -> str:
     """'1 x NVIDIA H200 (driver ..., CUDA ...); world size 1' or the CPU's processes."""
     if not prov.get("gpu_count"):

@@ -15,6 +15,10 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "a mode in which collectives become no-ops on buffers of the same shape: the same compute with no communication at all. It checks the sequential baseline (V1).",
     ),
     (
+        "phase",
+        "a mode measured under a name of its own, each one timed in every repetition: overlap, sequential and nocomm; overlap_repeat (the A/A check's second overlap pass); overlap_control and sequential_control (the zero-byte controls); comm_alone (the microbenchmark's collectives with no compute beside them).",
+    ),
+    (
         "A/A check",
         "the overlap mode measured twice in the same repetition. The difference between two identical passes (Eq. 1 applied to them) is the noise floor.",
     ),
@@ -108,6 +112,18 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "(s)",
         "in a source column: a secondary reading of the paper (read off a chart or inferred from its text), not a number printed in it.",
+    ),
+    (
+        "GPT-3 XL",
+        "the GPT-3 paper's name for its 1.3B-parameter model (gpt3-1.3b here).",
+    ),
+    (
+        "TDP",
+        "thermal design power. '% of TDP' is power as a share of the GPU's enforced power limit, read through NVML or AMD-SMI.",
+    ),
+    (
+        "noisy",
+        "a flag on a summary row whose spread over repetitions is large: its coefficient of variation (standard deviation over |mean|) is above 5 %.",
     ),
     (
         "proxy",

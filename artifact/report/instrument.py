@@ -16,10 +16,11 @@ from artifact.report.document import Doc
 
 CONTROLS_TEXT = (
     "A negative control is a measurement whose true value is 0. Each configuration's Eq. 1 "
-    "slowdown and sequential penalty are measured once more with no data moved: with the "
-    "zero-byte control phases where its collectives move data between GPUs, or as "
-    "themselves where nothing moves at all (one GPU). A control holds where its whole 95 % "
-    "CI lies within +-1 point, fails where it lies wholly outside, and is inconclusive "
+    "slowdown and sequential penalty are measured once more with no data moved. Where the "
+    "collectives move data (several GPUs, or an emulated world), that is the zero-byte "
+    "control phases: the same collectives on empty buffers. On one GPU nothing moves in any "
+    "case, so the measurement is its own control. A control holds where its whole 95 % CI "
+    "lies within ±1 point, fails where it lies wholly outside, and is inconclusive "
     "otherwise; a claim that rests on a control that does not hold is inconclusive, and "
     "every slowdown and penalty with a measured control is judged as the effect beyond it."
 )

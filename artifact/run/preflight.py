@@ -183,6 +183,8 @@ def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
     p.add_argument("--device")
     p.add_argument("--gpus", type=int)
     args, _ = p.parse_known_args(argv)
+    if {"-h", "--help"} & set(argv or ()):  # nothing will run: nothing to warn of
+        return 0
     cpu = args.preset == "tiny" or args.device == "cpu"
     try:
         notes = decide(
