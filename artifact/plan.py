@@ -148,9 +148,9 @@ def _with_items(rows: list[Row]) -> list[Row]:
     return rows
 
 
-def _items_section(rows: list[Row], summary: bool) -> list[str]:
-    """Which paper items each configuration feeds (not with --summary), and which the
-    plan leaves unjudged, with why."""
+def _items_section(rows: list[Row], summary: bool, preset: Preset, emulated: bool) -> list[str]:
+    """Which paper items each configuration feeds (not with --summary), which the plan
+    leaves unjudged, with why, and which of the rest this hardware cannot judge."""
     lines = []
     if not summary:
         lines.append("paper items (expected/*.yaml) each configuration feeds:")
@@ -165,6 +165,15 @@ def _items_section(rows: list[Row], summary: bool) -> list[str]:
     left = items.unjudged(rows, paper)
     lines.append(f"paper items left unjudged ({len(left)})" + (":" if left else ""))
     lines += [f"  {item}: {why}" for item, why in left.items()]
+    here = items.not_applicable_here(rows, paper, preset.device, emulated)
+    judgeable, reasons = len(paper) - len(left), set(here.values())
+    if here and len(here) == judgeable and len(reasons) == 1:
+        lines.append(f"judged here: none of the other {judgeable} ({reasons.pop()})")
+    elif here:
+        lines.append(f"of the other {judgeable}, not judged here ({len(here)}):")
+        for why in dict.fromkeys(here.values()):
+            ids = [item for item, w in here.items() if w == why]
+            lines.append(f"  {why} ({len(ids)}): {', '.join(ids)}")
     return lines + [""]
 
 
@@ -223,8 +232,17 @@ def _adaptive(rows: list[Row]) -> bool:
     return any("by the stopping rule" in r.note for r in rows)
 
 
+def _configurations(n: int) -> str:
+    return "configuration" if n == 1 else "configurations"
+
+
 def render(
-    preset: Preset, gpus: int, memory: tuple[float, str], rows: list[Row], summary: bool
+    preset: Preset,
+    gpus: int,
+    memory: tuple[float, str],
+    rows: list[Row],
+    summary: bool,
+    emulated: bool = False,
 ) -> str:
     """The plan as text; `memory` is memory_gib's (GiB per GPU or process, its source)."""
     unit = "CPU processes" if preset.device == "cpu" else "GPU(s)"
@@ -233,7 +251,7 @@ def render(
     lines = [f"plan: preset {preset.name}, {gpus} {unit}, {_gib_per(preset, gib)}{whose}"]
     if not summary:
         lines += _table(rows, preset)
-    lines += _items_section(rows, summary)
+    lines += _items_section(rows, summary, preset, emulated)
     by_fig: dict[str, list[Row]] = {}
     for r in rows:
         by_fig.setdefault(r.figure, []).append(r)
@@ -241,7 +259,8 @@ def render(
         t = totals(rs)
         skip = f", {t['not_run']} not run" if t["not_run"] else ""
         lines.append(
-            f"{fig:<11}{t['configurations']:>4} configurations{skip:<18} {duration(t['time_s']):>9}"
+            f"{fig:<11}{t['configurations']:>4} {_configurations(t['configurations']):<14}"
+            f"{skip:<18} {duration(t['time_s']):>9}"
             f"  disk {size(t['disk_bytes'])}"
         )
     t = totals(rows)
@@ -256,6 +275,7 @@ def render(
 
 def run(args: argparse.Namespace) -> int:
     preset, gpus, rows, memory = plan(args)
+    emulated = getattr(args, "emulate_world", None) is not None
     if args.json:
         doc = {
             "preset": preset.name,
@@ -265,13 +285,16 @@ def run(args: argparse.Namespace) -> int:
             "totals": totals(rows),
             # None: no expected/ here (an installed wheel), so nothing is listed
             "unjudged": None if (paper := _paper_items()) is None else items.unjudged(rows, paper),
+            "not_judged_here": None
+            if paper is None
+            else items.not_applicable_here(rows, paper, preset.device, emulated),
             "methods": {k: model.method_text(k) for k in model.METHODS},
             "disk_method": model.disk_text(),
             "repetitions_method": adaptive.method_text(preset) if _adaptive(rows) else "fixed",
         }
         print(json.dumps(doc, indent=1))
     else:
-        print(render(preset, gpus, memory, rows, args.summary))
+        print(render(preset, gpus, memory, rows, args.summary, emulated))
     return 0
 
 

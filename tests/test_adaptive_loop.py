@@ -65,7 +65,7 @@ def test_a_narrow_pilot_stops_at_five_a_noisy_one_runs_more(tmp_path):
     hw = _half_width(noisy.records())
     assert hw > 0.1  # Stein's N: (t4 x s / 0.0125)^2, over 25
     assert d["pilot"]["slowdown"] == [pytest.approx(hw), 0.05]
-    assert d["n"] == 25 and "not reached within the run's maximum of 25" in d["why"]
+    assert d["n"] == 25 and "25 (the run's maximum) do not bring" in d["why"]
     # between the two: N is Stein's size, not the maximum
     d = adaptive.decide(noisy.records(), "fig8", max_reps=10_000)
     s = stopping.spread_of(hw)

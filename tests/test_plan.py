@@ -307,6 +307,32 @@ def test_the_plan_says_what_a_preset_leaves_unjudged(cli):
     assert "  slowdown_grows_with_model_size: it needs configurations" in text
 
 
+def test_the_plan_says_what_this_hardware_cannot_judge_as_compare_did(cli):
+    """One GPU: the items that need communication, the very ones compare read "not
+    applicable" for that reason in session 11's quick run on one H200 (less those scoped
+    to other GPUs, which compare rules out first and the plan cannot know, and the one the
+    plan already leaves unjudged). A CPU judges none; an emulated run counts none of the
+    emulated figures' items."""
+    import pandas as pd
+
+    doc = json.loads(cli("plan", *QUICK_1, "--json").stdout)
+    here = doc["not_judged_here"]
+    verdicts = pd.read_csv(ROOT / "results/h200x1/session11/quick/verdicts.csv")
+    no_comm = verdicts[verdicts["reason"].fillna("").str.startswith("No collective between")]
+    scoped = verdicts[verdicts["reason"].fillna("").str.startswith("The paper's item is for")]
+    assert set(here) - set(scoped["item"]) == set(no_comm["item"]) - set(doc["unjudged"])
+    assert len(here) == 18 and "peak_power_h100" not in here  # power in % of TDP: judged
+    text = cli("plan", *QUICK_1).stdout
+    assert "of the other 21, not judged here (18):" in text
+    tiny = json.loads(cli("plan", "--preset", "tiny", "--json").stdout)
+    assert len(tiny["not_judged_here"]) == 26 - len(tiny["unjudged"])
+    assert "judged here: none of the other" in cli("plan", "--preset", "tiny").stdout
+    emulated = json.loads(cli("plan", "--preset", "quick", "--emulate-world", "4", "--json").stdout)
+    whys = emulated["not_judged_here"]
+    assert whys["compute_slowdown_mean"].startswith("emulated: a preview")
+    assert whys["matmul_slower_beside_allreduce"].startswith("one GPU")  # fig8 is not emulated
+
+
 def test_adaptive_plan_prices_the_stopping_rule_from_the_h200_pilot(cli):
     """--adaptive: each configuration at Stein's N from one H200's n = 5 half-widths
     (package data). Paper on 4 x 80 GiB: the pipeline's peak-power increase (+-2.6

@@ -20,7 +20,7 @@ def test_a_narrow_pilot_stops_at_five_a_noisy_one_goes_on():
         {"slowdown": (0.0086, 0.05), "peak_power_increase": (0.087, 0.10)}, max_reps=25
     )
     assert n == 25 and why.startswith("peak_power_increase sets it")
-    assert "not reached within the run's maximum of 25" in why
+    assert "25 (the run's maximum) do not bring its 95 % CI to a quarter" in why
 
 
 def test_steins_n_brings_the_half_width_to_a_quarter_of_the_tolerance():

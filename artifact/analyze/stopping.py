@@ -72,9 +72,10 @@ def decide(
     worst = max(need, key=need.get)
     hw, tol = pilot[worst]
     n = need[worst]
-    why = f"{worst} sets it: pilot half-width {hw:.3g}, tolerance {tol:g}: " + (
-        f"{n} repetitions bring the half-width to {tol:g} / 4 or less"
+    goal = f"its 95 % CI to a quarter of its tolerance ({tol:g} / 4)"
+    why = f"{worst} sets it (the pilot's CI half-width {hw:.3g}): " + (
+        f"{n} repetitions bring {goal}"
         if n < max_reps
-        else f"{tol:g} / 4 is not reached within the run's maximum of {max_reps} (the preset's, or --reps)"
+        else f"{max_reps} (the run's maximum) do not bring {goal}"
     )
     return n, why

@@ -75,3 +75,33 @@ def unjudged(rows: list[Row], items: list[dict[str, Any]]) -> dict[str, str]:
         if why:
             out[item["id"]] = why
     return out
+
+
+CPU_NOTE = "a CPU functional check: no claim of the paper is evaluated on a CPU"
+ONE_GPU_NOTE = "one GPU: its collectives move no data, so there is no overlap to judge"
+EMULATED_NOTE = "emulated: a preview beside the paper's numbers, never counted"
+
+
+def not_applicable_here(
+    rows: list[Row], items: list[dict[str, Any]], device: str, emulated: bool
+) -> dict[str, str]:
+    """item id -> why the report will not count it on this hardware, among the items the
+    plan's configurations can judge: compare decides the same from the records (a CPU
+    judges nothing; emulated rows, those of more than one GPU in an emulated plan, are a
+    preview; rows of one GPU judge nothing that needs communication)."""
+    from artifact.judge.expected import NEEDS_COMMUNICATION, metric_of
+
+    out = {}
+    for item in items:
+        fed = [r for r in rows if feeds(r, item)]
+        if why_unjudged(item, rows) is not None:
+            continue
+        if device == "cpu":
+            out[item["id"]] = CPU_NOTE
+            continue
+        counted = [r for r in fed if not (emulated and r.gpus > 1)]
+        if not counted:
+            out[item["id"]] = EMULATED_NOTE
+        elif all(r.gpus == 1 for r in counted) and metric_of(item) in NEEDS_COMMUNICATION:
+            out[item["id"]] = ONE_GPU_NOTE
+    return out

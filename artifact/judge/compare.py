@@ -37,7 +37,7 @@ from scipy import stats
 
 from artifact.analyze import noise
 from artifact.judge import controls, validation
-from artifact.judge.expected import EXPECTED_DIR, load_expected
+from artifact.judge.expected import EXPECTED_DIR, NEEDS_COMMUNICATION, load_expected, metric_of
 from artifact.judge.figure_status import figure_status
 from artifact.judge.verdicts import COLUMNS, MIN_REPETITIONS, as_sentence
 from artifact.results import Results
@@ -45,24 +45,6 @@ from artifact.store import RunStore
 
 CHECK_CPU_REASON = "CPU functional check: the check ran, its numbers are not judged on a CPU."
 CPU_REASON = "CPU functional check: no claim of the paper is evaluated on a CPU."
-# Quantities that mean something only where communication ran beside compute: Eq. 1, the
-# sequential penalty, Eq. 4 and its relatives, the overlap fraction, and the changes in
-# power that overlap causes. At world size 1 a collective moves no data and runs no kernel.
-NEEDS_COMMUNICATION = frozenset(
-    {
-        "slowdown",
-        "slowdown_vs_nocomm",
-        "comm_slowdown",
-        "sequential_penalty",
-        "e2e_ideal_ms",
-        "e2e_above_ideal",
-        "overlap_fraction",
-        "peak_power_increase",
-        "mean_power_increase",
-        "energy_per_iter_change",
-        "overlap_block_power_gap",
-    }
-)
 NO_COMMUNICATION_REASON = (
     "No collective between GPUs ran beside compute in these configurations (world size 1), "
     "so there is no overlap to judge"
@@ -415,15 +397,9 @@ def _not_ran(figures: list[str], run: Results) -> str:
     )
 
 
-def _metric_of(item) -> str | None:
-    if item["section"] != "numbers" and item["kind"] == "metric_greater":
-        return item["greater_metric"]
-    return item.get("metric")
-
-
 def _judge_rows(item, rows: pd.DataFrame, run: Results, checks: list[dict], exp) -> dict:
     """One verdict on `rows` (the paper's rows, or one proxy configuration's)."""
-    metric = _metric_of(item)
+    metric = metric_of(item)
     is_number = item["section"] == "numbers"
     rows = controls.beyond_control(rows, run.summary, metric)
     v = (
@@ -455,7 +431,7 @@ def _preview_verdicts(item, run: Results, checks: list[dict]) -> list[dict]:
         return []
     is_number = item["section"] == "numbers"
     exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
-    selected = select(run.preview_rows, item["rows"], _metric_of(item))
+    selected = select(run.preview_rows, item["rows"], metric_of(item))
     ids = sorted(set(selected["config_id"]))
     if not is_number and item["kind"] in ACROSS_CONFIGS:
         # a claim across configurations (FP16 beside FP32, a trend in size): judged on
@@ -486,7 +462,7 @@ def _paper_verdicts(item, run: Results, checks: list[dict]) -> list[dict]:
         return [_verdict(item, "not run", stopped, *exp)]  # what a reviewer would rerun
     if why:
         return [_verdict(item, "not applicable", why, *exp)]
-    metric = _metric_of(item)
+    metric = metric_of(item)
     selected = select(run.judged_rows, item["rows"], metric)
     proxies = [c for c in run.proxy_configs if c in set(selected["config_id"])]
     evidence = [_proxy_verdict(item, selected, c, run, checks, exp) for c in proxies]

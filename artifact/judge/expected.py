@@ -37,6 +37,31 @@ NUMBER_KEYS = (
     "scope",
 )
 CLAIM_KEYS = ("id", "statement", "kind", "rows", "source", "scope")
+# Quantities that mean something only where communication ran beside compute: Eq. 1, the
+# sequential penalty, Eq. 4 and its relatives, the overlap fraction, and the changes in
+# power that overlap causes. At world size 1 a collective moves no data and runs no kernel.
+NEEDS_COMMUNICATION = frozenset(
+    {
+        "slowdown",
+        "slowdown_vs_nocomm",
+        "comm_slowdown",
+        "sequential_penalty",
+        "e2e_ideal_ms",
+        "e2e_above_ideal",
+        "overlap_fraction",
+        "peak_power_increase",
+        "mean_power_increase",
+        "energy_per_iter_change",
+        "overlap_block_power_gap",
+    }
+)
+
+
+def metric_of(item: dict[str, Any]) -> str | None:
+    """The quantity an item is judged on (a metric_greater claim: its greater side)."""
+    if item["section"] != "numbers" and item["kind"] == "metric_greater":
+        return item["greater_metric"]
+    return item.get("metric")
 
 
 def _need(where: str, item: dict, keys: tuple[str, ...]) -> None:

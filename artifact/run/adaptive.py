@@ -47,7 +47,8 @@ def pilot_of(
     several items on one metric give it their widest half-width and smallest tolerance."""
     from artifact.analyze.aggregate import summarize
     from artifact.figures import spec_of
-    from artifact.judge.compare import _metric_of, for_gpus, select
+    from artifact.judge.compare import for_gpus, select
+    from artifact.judge.expected import metric_of
 
     summary = summarize(records, {figure: spec_of(figure).derived})
     gpu = next((r["provenance"].get("gpu_model") for r in records if r.get("provenance")), None)
@@ -59,7 +60,7 @@ def pilot_of(
         if select(summary, about, None).empty:
             continue
         fed = True
-        metric, tol = _metric_of(item), _tolerance(item, items)
+        metric, tol = metric_of(item), _tolerance(item, items)
         rows = select(summary, item["rows"], metric)
         if tol is None or rows.empty:
             continue
