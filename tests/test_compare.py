@@ -274,7 +274,7 @@ def test_cpu_run_evaluates_no_claim(tmp_path, expected_dir):
     assert set(v.drop(index=absent)["verdict"]) == {"not applicable"}
     assert v.drop(index=absent)["reason"].str.startswith("CPU functional check").all()
     assert list(v.loc[absent, "verdict"]) == ["not run", "not run"]
-    assert v.loc["capped", "reason"] == "Fig9: no records in this folder."
+    assert v.loc["capped", "reason"] == "Fig. 9: no records in this folder."
 
 
 def test_cpu_run_says_which_figures_did_not_run(tmp_path, expected_dir):
@@ -288,7 +288,7 @@ def test_cpu_run_says_which_figures_did_not_run(tmp_path, expected_dir):
     (out / "status" / "fig9.json").write_text(json.dumps(status))
     v = compare(out, expected_dir).set_index("item")
     assert v.loc["capped", "verdict"] == "not run"
-    assert v.loc["capped", "reason"] == f"Fig9: {reason}."  # as a sentence
+    assert v.loc["capped", "reason"] == f"Fig. 9: {reason}."  # as a sentence
     others = v.drop(index=["capped", "windows_draw_more"])  # fig7: no records here
     assert set(others["verdict"]) == {"not applicable"}
 

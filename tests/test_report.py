@@ -146,7 +146,7 @@ def test_verdict_rows_speak_the_papers_words(h100_run):
     md = (h100_run / "report" / "appendix.md").read_text()
     table = _section(md, "# Verdicts")
     assert (
-        "| Fig. 4, Sec. Abstract, V; A100, H100, MI250, MI210; GPT-3 1.3B-13B, LLaMA2-13B; "
+        "| Fig. 4, Abstract, Sec. V; A100, H100, MI250, MI210; GPT-3 1.3B-13B, LLaMA2-13B; "
         "FSDP and pipeline; FP16 (s) | compute kernels slow down under overlap by 18.9 % on "
         "average | 18.9 % ± 5 pts | 20 % [19, 21] | 5 | derived | reproduced |"
     ) in table
@@ -507,3 +507,13 @@ def test_controls_that_are_all_not_applicable_take_one_line_not_a_table():
     controls_section(gpu, rows("holds", "within +-1 point"))
     (table,) = [b for b in gpu.blocks if b[0] == "table"]
     assert len(table[2]) == 36
+
+
+def test_a_source_reads_as_the_paper_cites():
+    """compare's source fields as a citation: sections after the figure, the abstract not
+    a section, and 'all' saying all of what."""
+    from artifact.report.appendix import _source
+
+    cited = _source("section Abstract, V; figure Fig. 5; gpu A100; model all; precision FP16 (s)")
+    assert cited == "Fig. 5, Abstract, Sec. V; A100; all models; FP16 (s)"
+    assert _source("section IV-D, V-A; figure Fig. 5") == "Fig. 5, Sec. IV-D, Sec. V-A"

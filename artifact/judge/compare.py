@@ -393,8 +393,14 @@ def _not_ran(figures: list[str], run: Results) -> str:
     report's "What ran" says it (artifact.judge.figure_status)."""
     why = [(f, figure_status(f, run.status, run.summary)) for f in figures]
     return "; ".join(
-        f"{f}: {detail}" for f, (category, detail) in why if not category.startswith("ran")
+        f"{_label(f)}: {detail}" for f, (category, detail) in why if not category.startswith("ran")
     )
+
+
+def _label(figure: str) -> str:
+    """fig6 -> 'Fig. 6' (the paper's way); contention, v2 as they are."""
+    number = figure.removeprefix("fig")
+    return f"Fig. {number}" if number.isdigit() else figure
 
 
 def _judge_rows(item, rows: pd.DataFrame, run: Results, checks: list[dict], exp) -> dict:

@@ -120,15 +120,14 @@ def measured_text(r) -> str:
 def _source(source: str) -> str:
     """compare's 'section V; figure Fig. 4; gpu H100; ...' -> 'Fig. 4, Sec. V; H100; ...'."""
     parts = dict(p.split(" ", 1) for p in str(source).split("; ") if " " in p)
-    head = ", ".join(
-        x
-        for x in (
-            parts.pop("figure", ""),
-            f"Sec. {parts.pop('section')}" if "section" in parts else "",
-        )
+    sections = [
+        x if x.startswith("Abstract") else f"Sec. {x}"
+        for x in parts.pop("section", "").split(", ")
         if x
-    )
-    return "; ".join([head, *parts.values()]) if head or parts else "-"
+    ]
+    head = ", ".join(x for x in (parts.pop("figure", ""), *sections) if x)
+    rest = [f"all {key}s" if value == "all" else value for key, value in parts.items()]
+    return "; ".join([head, *rest]) if head or rest else "-"
 
 
 def verdict_row(r) -> list[str]:
