@@ -32,6 +32,7 @@ from artifact.core.config import (
 )
 from artifact.core.errors import ArtifactError, Terminated, check_positive, interrupted_by
 from artifact.core.options import RunOptions
+from artifact.estimate import reference
 from artifact.estimate.memory import RECOMPUTE_CHOICES
 from artifact.figures import spec_of
 from artifact.run import procs, progress, runplan
@@ -276,8 +277,9 @@ def launch_and_report(
     uses_deepspeed = "fsdp_impl" in spec_of(figure).options and "deepspeed" in options.fsdp_impls
     if device == "cpu" and uses_deepspeed and not procs.built("deepspeed_shm_comm"):
         console.print(
-            "first use: DeepSpeed builds its CPU communication op now (about 40 s on 2 cores; "
-            f"needs a C++ compiler and ninja), once, into {procs.extensions_dir()}"
+            "first use: DeepSpeed builds its CPU communication op now (about "
+            f"{reference.value('deepspeed_cpu_op_build_s'):.0f} s on 2 cores; needs a C++ "
+            f"compiler and ninja), once, into {procs.extensions_dir()}"
         )
     try:
         outcome = _launch(

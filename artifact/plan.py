@@ -18,10 +18,11 @@ from artifact.core.config import PRESETS, Preset, default_preset, get_preset
 from artifact.core.emulated import EMULATION_OPTIONS, check_alone, check_world
 from artifact.core.errors import ArtifactError
 from artifact.core.units import GIB, duration, size
-from artifact.estimate import adaptive, items, model
+from artifact.estimate import adaptive, items, model, reference
 from artifact.estimate.model import Row, build, figures_of, totals
 from artifact.figures import spec_of
 from artifact.judge.expected import EXPECTED_DIR, load_expected
+from artifact.run import procs
 
 __all__ = ["Row", "add_arguments", "build", "figures_of", "main", "plan", "render", "run", "totals"]
 
@@ -270,6 +271,13 @@ def render(
         f"({duration(t['time_s_if_all_ran'])} if all ran); disk {size(t['disk_bytes'])} "
         f"(records {size(t['records_bytes'])}, traces {size(t['traces_bytes'])})"
     )
+    zero3_on_cpu = preset.device == "cpu" and any(r.runs and r.parallelism == "fsdp" for r in rows)
+    if zero3_on_cpu and not procs.built("deepspeed_shm_comm"):
+        lines.append(
+            "first use on this machine: DeepSpeed builds its CPU communication op once, "
+            f"about {reference.value('deepspeed_cpu_op_build_s'):.0f} s more "
+            "(not in the times above)"
+        )
     return "\n".join(lines)
 
 

@@ -388,3 +388,19 @@ def test_review_precision_sweep_runs_the_models_the_plan_prices(monkeypatch):
     ctx.options.models = ["gpt3-13b"]
     precision_sweep.run(ctx, ("fp32",))
     assert seen[-1] == [("gpt3-13b", 8, "fp32")]
+
+
+def test_a_first_cpu_run_is_told_of_deepspeeds_op_build(cli, tmp_path, monkeypatch):
+    """The tiny plan adds the one-time build of DeepSpeed's CPU op (measured, package data)
+    where torch's extension folder lacks it, and says nothing once it is there."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    first = cli("plan", "--preset", "tiny", "--summary").stdout.splitlines()[-1]
+    assert first == (
+        "first use on this machine: DeepSpeed builds its CPU communication op once, about "
+        f"{reference.value('deepspeed_cpu_op_build_s'):.0f} s more (not in the times above)"
+    )
+    built = tmp_path / "deepspeed_shm_comm" / "deepspeed_shm_comm.so"
+    built.parent.mkdir()
+    built.write_bytes(b"")
+    assert cli("plan", "--preset", "tiny", "--summary").stdout.splitlines()[-1].startswith("total:")
+    assert "first use" not in cli("plan", *QUICK_1, "--summary").stdout  # no ZeRO-3 on a CPU
