@@ -16,7 +16,7 @@ from tests.conftest import tree
         ),
         (
             ["run", "fig8", "--preset", "huge"],
-            "unknown preset 'huge'; accepted: tiny, quick, paper, review",
+            "unknown preset 'huge'; accepted: tiny, quick, review, paper",
         ),
         (
             ["run", "fig8", "--device", "tpu"],

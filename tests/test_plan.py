@@ -101,7 +101,7 @@ def test_json_parses_and_totals_are_the_sum_of_rows(cli):
 @pytest.mark.parametrize(
     "args, named",
     [
-        (["--preset", "huge"], "'huge'; accepted: tiny, quick, paper"),
+        (["--preset", "huge"], "'huge'; accepted: tiny, quick, review, paper"),
         (["fig99"], "'fig99'; accepted: fig4"),
         (["--gpus", "0"], "--gpus must be at least 1, got 0"),
         (["--gpu-memory-gib", "-1"], "--gpu-memory-gib must be a positive number, got -1"),
@@ -361,7 +361,7 @@ def test_adaptive_plan_prices_the_stopping_rule_from_the_h200_pilot(cli):
     bad = cli("plan", "--preset", "tiny", "--adaptive")
     assert bad.returncode == 2
     assert bad.stderr.strip() == (
-        "error: --adaptive prices GPU presets; accepted: quick, paper, review"
+        "error: --adaptive prices GPU presets; accepted: quick, review, paper"
     )
 
 
