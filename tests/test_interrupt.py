@@ -66,16 +66,17 @@ def test_kill_9_of_the_group_leaves_no_worker_and_the_rerun_completes(tmp_path):
 @pytest.mark.slow
 def test_a_second_run_into_a_held_folder_is_refused(tmp_path):
     out = tmp_path / "run"
-    first = _start_fig8(out, reps=3)
+    first = _start_fig8(out, reps=25)  # long enough to be running still when refused
     try:
         deadline = time.monotonic() + 60
         while not (out / ".run.lock").is_file() and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(0.5)
         before = sorted(p.relative_to(out) for p in out.rglob("*") if "records" not in p.parts)
-        started = time.monotonic()
-        res = run_cli("run", "fig8", "--preset", "tiny", "--reps", "3", "--out", str(out))
-        assert time.monotonic() - started < 5
+        res = run_cli("run", "fig8", "--preset", "tiny", "--reps", "25", "--out", str(out))
+        # refused at once, not after waiting for the first run to end (a bound in seconds
+        # failed inside check-image.sh's niced build on 2 busy cores: 28 s)
+        assert first.poll() is None, "the first run ended before the second was refused"
         assert res.returncode == 2
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and f"pid {first.pid}" in lines[0], res.stderr
@@ -327,10 +328,8 @@ def test_resume_with_out_alone_keeps_the_plans_repetitions(tmp_path):
 @pytest.mark.slow
 def test_bad_options_are_one_line_and_exit_2_before_anything_is_written(tmp_path, args):
     out = tmp_path / "run"
-    started = time.monotonic()
     res = run_cli("run", *args, "--preset", "tiny", "--out", str(out))
     assert res.returncode == 2, res.stderr
-    assert time.monotonic() - started < 15  # 5 s on an idle machine; CI shares its cores
     assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("error: ")
     assert not out.exists()
 
