@@ -24,6 +24,20 @@ def run_cli(
     )
 
 
+def run_benchmark(
+    name: str, *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """`python benchmarks/NAME.py ARGS` from the repository root (`env`: extra variables)."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
 @pytest.fixture
 def cli():
     return run_cli

@@ -3,19 +3,14 @@ modes as rank 0 of W (what sequential mode's per-collective stream ordering mult
 
 import json
 import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import ROOT
-
-SCRIPT = ROOT / "benchmarks" / "collectives_per_step.py"
+from tests.conftest import run_benchmark
 
 
 def bench(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    return run_benchmark("collectives_per_step", *args)
 
 
 @pytest.mark.parametrize(

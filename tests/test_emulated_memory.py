@@ -7,31 +7,23 @@ reasons for what is not run, the time bound, the resume and the refusals."""
 import dataclasses
 import importlib.util
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 
 from artifact.core.config import get_model, get_preset
 from artifact.core.units import GIB
 from artifact.estimate import memory
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_benchmark
 
 SCRIPT = ROOT / "benchmarks" / "emulated_memory.py"
+
 # bf16 refused through the capability seam: two configurations run (fp32), not four
 ENV = {"ARTIFACT_PRECISION_SUPPORT": "bf16=no"}
 
 
 def bench(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, **ENV},
-    )
+    return run_benchmark("emulated_memory", *args, env=ENV)
 
 
 def rows(path) -> dict[str, dict]:

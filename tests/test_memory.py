@@ -9,15 +9,13 @@ import functools
 import importlib.util
 import json
 import re
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
 from artifact.core.config import get_model
 from artifact.estimate import memory
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_benchmark
 
 RUN = ROOT / "results" / "h200x1" / "all-quick"
 
@@ -100,11 +98,7 @@ def test_the_fsdp_estimate_holds_what_the_model_holds(name, precision, micro_bat
 @functools.cache
 def _zero3(precision: str) -> str:
     """benchmarks/zero3_memory.py's report, rank 0 of 4, two blocks (run once a precision)."""
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "zero3_memory.py"), "--world", "4",
-         "--layers", "2", "--precision", precision],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+    out = run_benchmark("zero3_memory", "--world", "4", "--layers", "2", "--precision", precision)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout
 

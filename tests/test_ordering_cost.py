@@ -4,19 +4,14 @@ with nothing moved (the replay of ZeRO-3's issue pattern through the modes' wrap
 import json
 import math
 import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import ROOT
-
-SCRIPT = ROOT / "benchmarks" / "ordering_cost.py"
+from tests.conftest import run_benchmark
 
 
 def bench(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    return run_benchmark("ordering_cost", *args)
 
 
 @pytest.mark.parametrize(
