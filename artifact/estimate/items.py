@@ -93,13 +93,12 @@ def not_applicable_here(
 
     out = {}
     for item in items:
-        fed = [r for r in rows if feeds(r, item)]
         if why_unjudged(item, rows) is not None:
             continue
         if device == "cpu":
             out[item["id"]] = CPU_NOTE
             continue
-        counted = [r for r in fed if not (emulated and r.gpus > 1)]
+        counted = [r for r in rows if feeds(r, item) and not (emulated and r.gpus > 1)]
         if not counted:
             out[item["id"]] = EMULATED_NOTE
         elif all(r.gpus == 1 for r in counted) and metric_of(item) in NEEDS_COMMUNICATION:

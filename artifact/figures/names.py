@@ -28,9 +28,9 @@ def figure_title(name: str, folder: Path = HERE) -> str:
     imported; and, for a figure drawn from another's records, which experiment runs."""
     import ast
 
-    tree = ast.parse((folder / f"{name}.py").read_text())
-    title = (ast.get_docstring(tree) or name).splitlines()[0].rstrip(".")
-    drawn = re.search(r'records_of="(\w+)"', (folder / f"{name}.py").read_text())
+    source = (folder / f"{name}.py").read_text()
+    title = (ast.get_docstring(ast.parse(source)) or name).splitlines()[0].rstrip(".")
+    drawn = re.search(r'records_of="(\w+)"', source)
     return (
         f"{title}; runs {drawn.group(1)}'s experiment, whose records it reads" if drawn else title
     )
