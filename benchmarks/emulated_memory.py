@@ -161,8 +161,8 @@ def not_run(point, row: dict, device, budget: float) -> dict | None:
 
     if refused := point.config.get("emulation_refused"):
         return {"status": "refused", "reason": refused}
-    if row["estimate_gib"] > budget:
-        why = f"estimate {row['estimate_gib']:.1f} GiB does not fit {budget:.1f} GiB"
+    if not memory.fits(row["estimate_gib"], budget):  # the run's rule (memory.fits)
+        why = f"estimate {row['estimate_gib']:.1f} GiB + {memory.FIT_MARGIN:.0%} does not fit {budget:.1f} GiB"
         return {"status": "does not fit", "reason": why}
     if unsupported := capability.precision_unsupported(device, row["precision"]):
         return {"status": "refused", "reason": unsupported}

@@ -129,7 +129,7 @@ def test_a_configuration_above_the_device_memory_is_recorded_not_run(tmp_path):
     assert set(got) == set(tiny_configurations(2))
     for cid, row in got.items():
         if "_pipeline_" not in cid:  # the pipeline's refusal comes first
-            why = f"estimate {row['estimate_gib']:.1f} GiB does not fit 0.5 GiB"
+            why = f"estimate {row['estimate_gib']:.1f} GiB + 10% does not fit 0.5 GiB"
             assert (row["status"], row["reason"]) == ("does not fit", why), cid
 
 

@@ -5,8 +5,9 @@ calibration data (artifact/data/reference.json, through reference.py); no torch.
 - memory: training rows use artifact.estimate.memory (on an H200, ZeRO-3's estimate is 1-2 %
   above the peaks at world size 1 and up to 5 % below them as rank 0 of 4; the pipeline's
   13 % above its one peak; tests/test_memory.py); microbenchmark rows add up their buffers plus
-  memory.RUNTIME_OVERHEAD. A row that does not fit is recorded "not run" by the run
-  (artifact.run.capability) and costs no time.
+  memory.RUNTIME_OVERHEAD. A row fits where memory.fits says (the estimate plus a 10 %
+  margin); one that does not is recorded "not run" by the run (artifact.run.capability)
+  and costs no time.
 - wall time: by the method its `method` column names (METHODS below).
 - disk: records and rep 0's traces (DISK_METHOD).
 
@@ -298,13 +299,11 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
     for name, par, mb, prec in training_grid(p, fig):
         m = model_at(p, name)
         need = training_memory(m, par, mb, prec, world, p.global_batch)
-        budget = (
-            p.recompute_above_gib
-        )  # the preset's rule (artifact.estimate.memory.with_recompute)
-        recompute = budget is not None and need > budget * GIB
+        budget = p.recompute_above_gib  # the preset's rule (memory.with_recompute)
+        recompute = budget is not None and not memory.fits(need, budget * GIB)
         if recompute:
             need = training_memory(m, par, mb, prec, world, p.global_batch, recompute=True)
-        fits = need <= t.cap
+        fits = memory.fits(need, t.cap)
         why_not = CPU_UNSUPPORTED.get(prec) if t.device == "cpu" else None
         runs = fits and not why_not
         slow = prec in ("fp32", "tf32")
@@ -328,7 +327,8 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
             warmup = len(TRAINING_MODES) * step
             secs = warmup + p.reps * rep + ref.of("setup_s", "training")
             method = "flops"
-        note = "" if fits else f"not run: {need / GIB:.1f} GiB > {t.gpu_memory_gib:.1f}"
+        margin = f"{memory.FIT_MARGIN:.0%}"
+        note = "" if fits else f"not run: {need / GIB:.1f} GiB + {margin} > {t.gpu_memory_gib:.1f}"
         note = f"not run: {why_not}" if fits and why_not else note
         note = "; ".join(x for x in ("recompute on" if recompute else "", note) if x)
         if par == "pipeline":
@@ -387,7 +387,7 @@ def _microbench_rows(t: Target, fig: str) -> list[Row]:
             notes.append("needs NVML or AMD-SMI, else not run")
         secs = ref.of_figure("setup_s", fig) + spec_of(fig).default_reps(p) * per_rep
         need = _buffers(size, prec, comm_bytes, comm) + memory.RUNTIME_OVERHEAD
-        fits = need <= t.cap
+        fits = memory.fits(need, t.cap)
         rows.append(
             Row(fig, f"matmul-{size}", PARALLELISM[comm], prec, None, world,
                 need / GIB, "buffers", fits, secs if fits else 0.0, secs, "micro",
@@ -410,7 +410,7 @@ def _contention_rows(t: Target, fig: str) -> list[Row]:
         par = PARALLELISM[comm] if not ctas else f"allreduce-{ctas}cta"
         numel = kind.size if kind.compute == "add" else None
         need = _buffers(kind.size, kind.precision, size, comm, numel) + memory.RUNTIME_OVERHEAD
-        fits = need <= t.cap
+        fits = memory.fits(need, t.cap)
         traces = (phases - 1) * world * ref.value("micro_trace_bytes")
         rows.append(
             Row(fig, kind.name, par, kind.precision, None, world, need / GIB,

@@ -24,6 +24,7 @@ from artifact.core import host
 from artifact.core.config import PRECISIONS
 from artifact.core.errors import ArtifactError, bad_choice
 from artifact.core.units import GIB
+from artifact.estimate import memory
 
 PRECISION_ENV = "ARTIFACT_PRECISION_SUPPORT"
 FREE_MEMORY_ENV = "ARTIFACT_FREE_MEMORY_GIB"
@@ -94,9 +95,9 @@ def free_memory_bytes(device: torch.device) -> int:
 def memory_unfit(needed_bytes: float, device: torch.device, micro_batch: int) -> str | None:
     """Why a configuration estimated at `needed_bytes` will not fit now; None when it fits."""
     free = free_memory_bytes(device)
-    if needed_bytes <= free:
+    if memory.fits(needed_bytes, free):
         return None
     return (
         f"out of memory at micro-batch {micro_batch}: about {needed_bytes / GIB:.1f} GiB "
-        f"needed (estimate), {free / GIB:.1f} GiB free"
+        f"needed (estimate, with a {memory.FIT_MARGIN:.0%} margin), {free / GIB:.1f} GiB free"
     )
