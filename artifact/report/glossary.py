@@ -1,6 +1,8 @@
 """Terms of art the report uses, defined once: the report's glossary section and
 docs/glossary.md (tests/test_report.py checks the two agree)."""
 
+from artifact.estimate.memory import FIT_MARGIN
+
 GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "overlap mode",
@@ -104,6 +106,18 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "world size (w1, w4)",
         "the number of processes (one per GPU) in the run; 'w1' in a configuration name means world size 1.",
+    ),
+    (
+        "recomputation (rc)",
+        "activation recomputation: a block keeps only its input in the forward pass and runs "
+        "again in the backward pass, about a third more compute for much less memory; '_rc' "
+        "ending a configuration name means it is on.",
+    ),
+    (
+        "fits",
+        f"a configuration fits a GPU where its estimated peak memory per GPU plus a {FIT_MARGIN:.0%} margin "
+        "(for the estimate's error and the allocator's fragmentation, measured on one H200) is "
+        "at most the GPU's memory; one that does not is recorded 'not run'.",
     ),
     (
         "micro-batch (mb8)",
