@@ -498,6 +498,26 @@ def test_fig4_and_fig10_at_w4_on_one_commit_pace_every_precision_and_judge_fig10
     assert claim["verdict"].iloc[0] in ("reproduced", "not reproduced", "inconclusive")
 
 
+def test_the_preview_shows_rank_0s_peak_beside_the_estimate_the_fit_check_used():
+    """Session 15's rows (quick, rank 0 of 4 on one H200): the preview's memory column puts
+    each measured peak beside the estimate its run gated on, 1.01 to 1.03 times it."""
+    from artifact.report.emulated import _peak_text
+    from artifact.results import Results
+
+    run = Results.load(ROOT / "results" / "h200x1" / "session15" / "emulated-w4")
+    cells = {
+        c: _peak_text(run.summary, c, run.configs[c]["memory_estimate_gib"])
+        for c in run.emulated_configs
+    }
+    assert cells == {
+        "gpt3-1.3b_fsdp_bf16_mb8_w4_e4": "25.0 of 24.8 (x1.01)",
+        "gpt3-1.3b_fsdp_fp16_mb8_w4_e4": "25.0 of 24.8 (x1.01)",
+        "gpt3-1.3b_fsdp_fp32_mb8_w4_e4": "41.4 of 40.1 (x1.03)",
+    }
+    assert _peak_text(run.summary, "gpt3-1.3b_fsdp_fp32_mb8_w4_e4", None) == "41.4"
+    assert _peak_text(run.summary, "no_such_config", 10.0) == "-"
+
+
 def test_the_pacer_times_each_collectives_own_copies_once_and_counts_none(monkeypatch):
     """The pad is the link's time less the copies' own, at the rate the collective's own
     kernels reach (session 14: a plain copy's rate let FP16's gathers and reduce-scatters

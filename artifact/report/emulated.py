@@ -63,6 +63,17 @@ def _measured(summary: pd.DataFrame, config_id: str, mode: str, metric: str) -> 
     return "-" if row is None else f"{row['mean']:.4g}"
 
 
+def _peak_text(summary: pd.DataFrame, config_id: str, estimate) -> str:
+    """Rank 0's measured peak in `overlap` beside the estimate the run's fit check used
+    (the plan's fit decisions at W rest on it)."""
+    row = _row(summary, config_id, "overlap", "peak_memory_gib")
+    if row is None or pd.isna(row["mean"]):
+        return "-"
+    if not estimate:
+        return f"{row['mean']:.1f}"
+    return f"{row['mean']:.1f} of {estimate:.1f} (x{row['mean'] / estimate:.2f})"
+
+
 def _link_text(summary: pd.DataFrame, config_id: str, paced) -> str:
     """The link the copies achieved in `sequential` (alone on the GPU: bytes over the
     trace's communication time), beside the bandwidth they were paced to."""
@@ -101,13 +112,14 @@ def preview_section(doc: Doc, run: Results) -> None:
     s = run.summary
     doc.table(
         ["configuration", "W", "Eq. 1 slowdown", "sequential penalty", "MiB per step (overlap)",
-         "link achieved in sequential, GB/s (of paced)", "peak GiB (overlap)"],
+         "link achieved in sequential, GB/s (of paced)",
+         "peak GiB (overlap) of the estimate"],
         [
             [c, str(run.emulated_world(c) or "?"),
              _ci(_derived(s, c, "slowdown")), _ci(_derived(s, c, "sequential_penalty")),
              _measured(s, c, "overlap", "emulated_mib_per_step"),
              _link_text(s, c, run.provenance.get("emulated_link_gbps")),
-             _measured(s, c, "overlap", "peak_memory_gib")]
+             _peak_text(s, c, run.configs.get(c, {}).get("memory_estimate_gib"))]
             for c in emulated
         ],
     )  # fmt: skip
