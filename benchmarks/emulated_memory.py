@@ -8,7 +8,7 @@ mode as rank 0 of W under torch's fake process group, as `run --emulate-world W`
 ends that row only, and each peak is one configuration's. The peak is
 torch.cuda.max_memory_allocated (and _reserved) over the steps after the first, the warm-up:
 the run resets it after its warm-up too (artifact.run.runner, `peak_memory_gib`).
-Recorded, not run: a configuration the estimate puts above the device's memory, the
+Recorded, not run: a configuration that does not fit the device (memory.fits), the
 pipeline (emulation refuses it) and a precision the device lacks.
 
 The JSON is rewritten after each row, smallest estimate first, and a rerun keeps the rows

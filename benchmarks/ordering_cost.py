@@ -3,7 +3,8 @@ wall time a collective, `sequential` less `overlap`, both on their zero-byte con
 
 Session 15 (one H200, GPT-3 1.3B ZeRO-3 as rank 0 of 4): `sequential_control` ran 6.5 to
 10.1 ms a step slower than `overlap_control` at every precision, for 224 collectives a step
-(benchmarks/collectives_per_step.py): about 30 to 45 us each, unexplained. This replays
+(benchmarks/collectives_per_step.py): about 30 to 45 us each, unexplained (session 17's
+run of this benchmark: 21.5 us of host time each, results/h200x1/session17). This replays
 ZeRO-3's pattern through the artifact's own wrappers (artifact.run.modes, under the fake
 group at W, as `run --emulate-world W`): a collective issued from a side stream, waited
 for there, the compute stream waiting for the side stream, then a matmul. `--matmul`

@@ -8,8 +8,10 @@ import dataclasses
 import importlib.util
 import json
 import subprocess
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 from artifact.core.config import get_model, get_preset
 from artifact.core.units import GIB
@@ -138,6 +140,20 @@ def _script():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_a_configuration_within_the_memory_but_not_its_margin_is_not_run():
+    """The benchmark gates as the run does (memory.fits): an estimate 4 % below the device's
+    memory, as the one that ran out of memory on an H200, is recorded without a run."""
+    em = _script()
+    point = SimpleNamespace(config={})
+    cpu = torch.device("cpu")
+    row = {"estimate_gib": 134.2, "precision": "fp32"}
+    assert em.not_run(point, row, cpu, 139.8) == {
+        "status": "does not fit",
+        "reason": "estimate 134.2 GiB + 10% does not fit 139.8 GiB",
+    }
+    assert em.not_run(point, {**row, "estimate_gib": 114.2}, cpu, 139.8) is None
 
 
 def test_the_table_lists_peaks_more_than_10_percent_off_and_out_of_memory():

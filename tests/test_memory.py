@@ -160,10 +160,11 @@ def test_the_estimate_holds_the_paper_presets_w4_peaks_measured_on_an_h200():
     assert ran == 31 and precisions == {"fp16", "bf16", "fp32", "tf32"}
 
 
-def test_the_fit_rule_parts_what_ran_on_an_h200_from_what_ran_out_of_memory():
+def test_the_fit_rule_separates_what_ran_on_an_h200_from_what_ran_out_of_memory():
     """On one H200 the rows up to 114.2 GiB ran and the one at 134.2 GiB (4 % below the
     device's 139.8) ran out of memory: memory.fits, with its margin, says so of each; the
-    bare estimate (need <= memory) would have run the latter."""
+    bare estimate (need <= memory) would have run the latter. Any margin from 4.2 to 22.4 %
+    passes: the table bounds the margin, it does not measure it."""
     doc = json.loads(PAPER_W4.read_text())
     device = doc["gpu_memory_gib"] * memory.GIB
     outcomes = {r["config_id"]: r for r in doc["rows"] if r["status"] in ("ran", "oom")}

@@ -52,6 +52,24 @@ def test_paper_on_four_80gib_gpus_says_what_fits():
     assert small.fits is True and small.time_s > 0
 
 
+def test_the_plan_fits_and_recomputes_by_the_runs_rule_with_its_margin():
+    """A configuration fits where its estimate plus 10 % does (memory.fits; one H200 ran out
+    of memory 4 % below its memory), and the plan turns recomputation on exactly where the
+    run's builder does (fsdp.config_for), for every FSDP row of fig4."""
+    from artifact.experiments import fsdp
+    from tests.test_workload_settings import _ctx
+
+    rows = _rows(*PAPER_4X80)
+    llama = _row(rows, "fig4", "llama2-13b", "fsdp", 16)  # 76.1 GiB: under 80, not with 10 %
+    assert llama.memory_gib < 80 < llama.memory_gib * (1 + memory.FIT_MARGIN)
+    assert llama.fits is False and llama.note.endswith("not run: 76.1 GiB + 10% > 80.0")
+    ctx = _ctx("paper", 4)
+    for r in (r for r in rows if r.figure == "fig4" and r.parallelism == "fsdp"):
+        _, config, spec = fsdp.config_for(ctx, r.model, r.micro_batch, r.precision)
+        assert ("recompute on" in r.note) == spec.recompute, (r.model, r.micro_batch)
+        assert r.memory_gib == pytest.approx(memory.estimate(spec, 4) / memory.GIB)
+
+
 def test_memory_column_is_artifact_memory_estimate():
     rows = _rows(*PAPER_4X80)
     m = get_model("gpt3-2.7b")

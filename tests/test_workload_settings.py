@@ -239,6 +239,5 @@ def test_the_runs_memory_check_keeps_the_fit_margin(monkeypatch):
     assert capability.memory_unfit(9.5 * memory.GIB, cpu, 8) is None  # 10.45 GiB with it
     why = capability.memory_unfit(10 * memory.GIB, cpu, 8)
     assert why == (
-        "out of memory at micro-batch 8: about 10.0 GiB needed (estimate, with a 10% "
-        "margin), 10.5 GiB free"
+        "out of memory at micro-batch 8: estimate 10.0 GiB, 11.0 with the 10% margin, 10.5 GiB free"
     )

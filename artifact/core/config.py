@@ -148,8 +148,8 @@ class Preset:
     # steady (at least `warmup` iterations and settle_min_s), at most settle_max_s.
     settle_min_s: float = 0.0
     settle_max_s: float = 0.0
-    # activation recomputation turns on where a configuration's estimated memory without
-    # it exceeds this (GiB a GPU; None: never): the paper's sizes on 80 GB cards
+    # activation recomputation turns on where a configuration without it would not fit
+    # this many GiB a GPU (memory.fits; None: never): the paper's sizes on 80 GB cards
     recompute_above_gib: float | None = None
     # the models of Figs. 10-11's precision sweep (empty: the preset's models); their
     # claims name GPT-3 1.3B only, so review need not price 13B in FP32

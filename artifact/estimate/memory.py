@@ -54,9 +54,10 @@ DEEPSPEED_MAX_LIVE = int(1e9)  # stage3_max_live_parameters
 DEEPSPEED_MAX_REUSE = int(1e9)  # stage3_max_reuse_distance
 # A configuration fits where its estimate plus this share of it fits the memory: room for
 # the estimate's error (rank 0 of 4 on one H200, paper preset: 32 peaks x1.00 to x1.05 of
-# it) and the caching allocator's fragmentation (the one estimated at 134.2 GiB, 4 % below
-# the H200's 139.8, ran out of memory with 10.2 GiB reserved but unusable; every one up to
-# 114.2 GiB ran). results/h200x1/session17/emulated_memory.json
+# it) and PyTorch's caching allocator's fragmentation (the one estimated at 134.2 GiB, 4 %
+# below the H200's 139.8, ran out of memory with 10.2 GiB reserved but unusable; every one
+# up to 114.2 GiB, 22 % below, ran). A choice inside the 4 to 22 % that table allows
+# (results/h200x1/session17/emulated_memory.json), not a measured value.
 FIT_MARGIN = 0.10
 
 

@@ -6,8 +6,8 @@ calibration data (artifact/data/reference.json, through reference.py); no torch.
   above the peaks at world size 1 and up to 5 % below them as rank 0 of 4; the pipeline's
   13 % above its one peak; tests/test_memory.py); microbenchmark rows add up their buffers plus
   memory.RUNTIME_OVERHEAD. A row fits where memory.fits says (the estimate plus a 10 %
-  margin); one that does not is recorded "not run" by the run (artifact.run.capability)
-  and costs no time.
+  margin); a training row that does not is recorded "not run" by the run
+  (artifact.run.capability checks it against the free memory) and costs no time.
 - wall time: by the method its `method` column names (METHODS below).
 - disk: records and rep 0's traces (DISK_METHOD).
 

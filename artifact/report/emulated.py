@@ -113,7 +113,7 @@ def preview_section(doc: Doc, run: Results) -> None:
     doc.table(
         ["configuration", "W", "Eq. 1 slowdown", "sequential penalty", "MiB per step (overlap)",
          "link achieved in sequential, GB/s (of paced)",
-         "peak GiB (overlap) of the estimate"],
+         "rank 0's peak GiB (overlap) of the estimate"],
         [
             [c, str(run.emulated_world(c) or "?"),
              _ci(_derived(s, c, "slowdown")), _ci(_derived(s, c, "sequential_penalty")),

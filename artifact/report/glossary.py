@@ -116,7 +116,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "fits",
         f"a configuration fits a GPU where its estimated peak memory per GPU plus a {FIT_MARGIN:.0%} margin "
-        "(for the estimate's error and the allocator's fragmentation, measured on one H200) is "
+        "(room for the estimate's error and for PyTorch's caching allocator's fragmentation, "
+        "chosen from one H200's measurements) is "
         "at most the GPU's memory; one that does not is recorded 'not run'.",
     ),
     (

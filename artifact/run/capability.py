@@ -98,6 +98,7 @@ def memory_unfit(needed_bytes: float, device: torch.device, micro_batch: int) ->
     if memory.fits(needed_bytes, free):
         return None
     return (
-        f"out of memory at micro-batch {micro_batch}: about {needed_bytes / GIB:.1f} GiB "
-        f"needed (estimate, with a {memory.FIT_MARGIN:.0%} margin), {free / GIB:.1f} GiB free"
+        f"out of memory at micro-batch {micro_batch}: estimate {needed_bytes / GIB:.1f} GiB, "
+        f"{needed_bytes * (1 + memory.FIT_MARGIN) / GIB:.1f} with the {memory.FIT_MARGIN:.0%} "
+        f"margin, {free / GIB:.1f} GiB free"
     )
