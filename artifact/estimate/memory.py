@@ -61,9 +61,14 @@ DEEPSPEED_MAX_REUSE = int(1e9)  # stage3_max_reuse_distance
 FIT_MARGIN = 0.10
 
 
+def with_margin(need_bytes: float) -> float:
+    """An estimate with FIT_MARGIN on top: the memory a configuration must find free."""
+    return need_bytes * (1 + FIT_MARGIN)
+
+
 def fits(need_bytes: float, memory_bytes: float) -> bool:
     """Whether a configuration estimated at `need_bytes` fits `memory_bytes`, with the margin."""
-    return need_bytes * (1 + FIT_MARGIN) <= memory_bytes
+    return with_margin(need_bytes) <= memory_bytes
 
 
 def _act_bytes(precision: str) -> int:

@@ -99,6 +99,6 @@ def memory_unfit(needed_bytes: float, device: torch.device, micro_batch: int) ->
         return None
     return (
         f"out of memory at micro-batch {micro_batch}: estimate {needed_bytes / GIB:.1f} GiB, "
-        f"{needed_bytes * (1 + memory.FIT_MARGIN) / GIB:.1f} with the {memory.FIT_MARGIN:.0%} "
+        f"{memory.with_margin(needed_bytes) / GIB:.1f} with the {memory.FIT_MARGIN:.0%} "
         f"margin, {free / GIB:.1f} GiB free"
     )
