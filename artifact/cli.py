@@ -81,6 +81,9 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         allow_power_cap=args.allow_power_cap,
         emulate_world=args.emulate_world,
         link_gbps=args.link_gbps,
+        stand_in=args.stand_in,
+        comm_ctas=args.comm_ctas,
+        colocate=args.colocate,
         adaptive=args.adaptive,
     )
     if options.emulate_world:
@@ -546,6 +549,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--link-gbps",
         help="with --emulate-world: the link's bandwidth in GB/s (gigabytes a second, one "
         "direction; default by GPU model, e.g. 450 for H100/H200 NVLink)",
+    )
+    run.add_argument(
+        "--stand-in",
+        help="with --emulate-world: what moves rank 0's bytes: copy (paced copies, the "
+        "default) or nccl-shaped (one persistent kernel of C CTAs a collective, as NCCL's ring)",
+    )
+    run.add_argument(
+        "--comm-ctas",
+        help="CTAs of the NCCL-shaped stand-in (default: NCCL's channels for the GPU model, "
+        "artifact/data/nccl_channels.json), or the total CTAs of --colocate's ranks",
+    )
+    run.add_argument(
+        "--colocate",
+        help="fig8, contention: W real NCCL ranks on this one GPU, one thread a rank "
+        "(needs NCCL 2.30 or newer)",
     )
     run.add_argument("--nnodes", type=int, help="nodes (torchrun rendezvous)")
     run.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous, with --nnodes")

@@ -98,6 +98,12 @@ class ContentionConfig:
     iters: int = 3  # measured iterations a repetition (the grid is large)
     power_window_s: float = 1.0  # at power_at_bytes: ten NVML refreshes of 100 ms
 
+    @property
+    def mechanism_at_bytes(self) -> int:
+        """The one size at which one GPU's mechanism axis runs (artifact.core.mechanisms):
+        the power size, the paper's 1 GiB at quick and paper."""
+        return self.power_at_bytes
+
 
 @dataclass(frozen=True)
 class V2Config:

@@ -4,8 +4,11 @@ checks the flags before torch loads)."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from functools import cache
+from importlib import resources
 
 from artifact.core.errors import ArtifactError
 
@@ -16,19 +19,26 @@ ACCEPTED = "an integer of 2 or more (the world size rank 0 stands in for)"
 # each way), the B200/DGX B200 datasheet (NVLink 5, 1.8 TB/s: 900 each way).
 LINK_GBS: dict[str, float] = {"H100": 450.0, "H200": 450.0, "A100": 300.0, "B200": 900.0}
 NOTE_PREFIX = "emulated:"
-EMULATED_SUFFIX = re.compile(r"_e(\d+)$")  # what config_suffix appends to a config id
+# what config_suffix appends to a config id: _e4 (copy stand-in), _e4n (NCCL-shaped)
+EMULATED_SUFFIX = re.compile(r"_e(\d+)(n?)$")
 # the RunOptions fields of the figures that can run as rank 0 of W (the training figures)
-EMULATION_OPTIONS = frozenset({"emulate_world", "link_gbps"})
+EMULATION_OPTIONS = frozenset({"emulate_world", "link_gbps", "stand_in", "comm_ctas"})
+# what moves rank 0's bytes (artifact.run.emulation): paced copies, or one persistent
+# kernel of C CTAs a collective, shaped as NCCL's ring (artifact.workloads.nccl_shaped)
+STAND_INS = ("copy", "nccl-shaped")
+DEFAULT_STAND_IN = "copy"  # until the NCCL-shaped one is validated on a GPU model
+NOT_VALIDATED = "stand-in not validated on this GPU"
 
 
 def check_world(value, flag: str = "--emulate-world") -> int:
     """The `flag`'s value as an int, or one plain error naming it and what is accepted."""
+    accepted = ACCEPTED if flag == "--emulate-world" else "an integer of 2 or more (ranks)"
     try:
         world = int(str(value), 10)
     except ValueError:
         world = 0
     if world < 2 or str(world) != str(value).strip():
-        raise ArtifactError(f"{flag} {value!r} is not accepted; accepted: {ACCEPTED}")
+        raise ArtifactError(f"{flag} {value!r} is not accepted; accepted: {accepted}")
     return world
 
 
@@ -42,6 +52,52 @@ def check_link(value) -> float:
             f"--link-gbps {value!r} is not accepted; accepted: a positive number of GB/s"
         )
     return gbs
+
+
+def check_stand_in(value) -> str:
+    if value not in STAND_INS:
+        raise ArtifactError(
+            f"--stand-in {value!r} is not accepted; accepted: {', '.join(STAND_INS)}"
+        )
+    return value
+
+
+def check_ctas(value, flag: str = "--comm-ctas") -> int:
+    """A CTA count: an integer from 1 to 1024 (no GPU has more SMs than that)."""
+    try:
+        ctas = int(str(value), 10)
+    except ValueError:
+        ctas = 0
+    if not 1 <= ctas <= 1024 or str(ctas) != str(value).strip():
+        raise ArtifactError(f"{flag} {value!r} is not accepted; accepted: an integer from 1 to 1024")
+    return ctas
+
+
+@cache
+def _channels() -> dict:
+    text = resources.files("artifact.data").joinpath("nccl_channels.json").read_text()
+    return json.loads(text)["models"]
+
+
+def nccl_channels(gpu_name: str | None, world: int) -> int | None:
+    """NCCL's ring channels per rank on this GPU model at `world` (package data), or None."""
+    for model, row in _channels().items():
+        if model in (gpu_name or ""):
+            return int(row.get("world", {}).get(str(world), row["default"]))
+    return None
+
+
+def comm_ctas(gpu_name: str | None, world: int, given: int | None) -> int:
+    """The stand-in's CTAs: `given`, or NCCL's channel count for the GPU model."""
+    if given is not None:
+        return given
+    found = nccl_channels(gpu_name, world)
+    if found is None:
+        known = ", ".join(_channels())
+        raise ArtifactError(
+            f"no NCCL channel count known for GPU {gpu_name!r} (known: {known}); pass --comm-ctas"
+        )
+    return found
 
 
 def link_gbs(gpu_name: str | None, given: float | None) -> float:
@@ -68,12 +124,25 @@ def check_alone(world: int, counts: dict[str, int | None]) -> None:
             )
 
 
-def config_suffix(emulated: int | None) -> str:
-    return f"_e{emulated}" if emulated else ""
+def config_suffix(emulated: int | None, stand_in: str | None = None) -> str:
+    if not emulated:
+        return ""
+    return f"_e{emulated}" + ("n" if stand_in == "nccl-shaped" else "")
 
 
-def note(emulated: int) -> str:
+def stand_in_of(config_id: str) -> str | None:
+    """Which stand-in an emulated configuration id ran (None: not emulated)."""
+    m = EMULATED_SUFFIX.search(str(config_id))
+    return None if m is None else ("nccl-shaped" if m.group(2) else "copy")
+
+
+def note(emulated: int, stand_in: str | None = None, ctas: int | None = None) -> str:
+    how = (
+        f"one persistent NCCL-shaped kernel of {ctas} CTAs a collective, paced to the link"
+        if stand_in == "nccl-shaped"
+        else "paced local copies"
+    )
     return (
         f"{NOTE_PREFIX} rank 0 of {emulated} ranks alone on one device (fake process "
-        "group; collectives are paced local copies: no real link, no peers, no bubble)"
+        f"group; collectives are {how}: no real link, no peers, no bubble; {NOT_VALIDATED})"
     )

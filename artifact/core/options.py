@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from artifact.core.config import MODELS, PARALLELISMS, check_precision, get_model
-from artifact.core.emulated import check_link, check_world
+from artifact.core.emulated import check_ctas, check_link, check_stand_in, check_world
 from artifact.core.errors import ArtifactError, bad_choice, check_positive
 from artifact.estimate.memory import RECOMPUTE_CHOICES
 from artifact.workloads import FSDP_IMPLS
@@ -42,6 +42,9 @@ class RunOptions:
     # rank 0 of this many ranks alone on one device (artifact.run.emulation)
     emulate_world: int | None = _flag("--emulate-world")
     link_gbps: float | None = _flag("--link-gbps")  # emulated link, GB/s one way
+    stand_in: str | None = _flag("--stand-in")  # copy (None) or nccl-shaped
+    comm_ctas: int | None = _flag("--comm-ctas")  # the stand-in's CTAs, or --colocate's total
+    colocate: int | None = _flag("--colocate")  # W real NCCL ranks on one GPU (fig8, contention)
     # the stopping rule in the run loop: the repetitions become a maximum (runner.pending)
     adaptive: bool | None = _flag("--adaptive")
 
@@ -74,6 +77,19 @@ class RunOptions:
                 raise ArtifactError(
                     "--link-gbps paces emulated traffic; it needs --emulate-world W"
                 )
+        if self.stand_in is not None:
+            check_stand_in(self.stand_in)
+            if self.emulate_world is None:
+                raise ArtifactError("--stand-in chooses emulated traffic; it needs --emulate-world W")
+        if self.colocate is not None:
+            check_world(self.colocate, "--colocate")
+        if self.comm_ctas is not None:
+            check_ctas(self.comm_ctas)
+            if self.stand_in != "nccl-shaped" and self.colocate is None:
+                raise ArtifactError(
+                    "--comm-ctas sets the CTAs of --stand-in nccl-shaped or of --colocate W; "
+                    "it needs one of them"
+                )
 
     @property
     def fsdp_impls(self) -> tuple[str, ...]:
@@ -94,6 +110,9 @@ class RunOptions:
         allow_power_cap=False,
         emulate_world=None,
         link_gbps=None,
+        stand_in=None,
+        comm_ctas=None,
+        colocate=None,
         adaptive=False,
     ) -> RunOptions:
         """The options as the CLI's flags give them (MiB, ms, comma lists)."""
@@ -110,6 +129,10 @@ class RunOptions:
             allow_power_cap=allow_power_cap or None,
             emulate_world=None if emulate_world is None else check_world(emulate_world),
             link_gbps=None if link_gbps is None else check_link(link_gbps),
+            # the default stand-in is left out, so plans from before the flag resume
+            stand_in=_stand_in(stand_in, emulate_world),
+            comm_ctas=None if comm_ctas is None else check_ctas(comm_ctas),
+            colocate=None if colocate is None else check_world(colocate, "--colocate"),
             adaptive=adaptive or None,
         )
 
@@ -135,6 +158,16 @@ class RunOptions:
         if unknown := sorted(set(data) - known):
             raise bad_choice("run option", unknown[0], sorted(known))
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def _stand_in(value, emulate_world) -> str | None:
+    """--stand-in as a field: checked, and None for the default (copy)."""
+    if value is None:
+        return None
+    check_stand_in(value)
+    if emulate_world is None:
+        raise ArtifactError("--stand-in chooses emulated traffic; it needs --emulate-world W")
+    return None if value == "copy" else value
 
 
 def flag_of(name: str) -> str:

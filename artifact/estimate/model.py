@@ -27,6 +27,7 @@ from typing import Any
 from artifact.core import units
 from artifact.core.config import ComputeKind, ModelConfig, Preset, get_model
 from artifact.core.errors import ArtifactError
+from artifact.core.mechanisms import Mechanism, mechanisms
 from artifact.core.phases import (
     FIG7_BLOCKS,
     FIG7_MIN_BLOCK_S,
@@ -165,8 +166,9 @@ def _itemsize(precision: str) -> int:
 
 
 def microbench_phase_count(figure: str, comm: str, world: int) -> int:
-    """Phases a microbenchmark repetition measures (artifact.core.phases.microbench_phases)."""
-    moves_data = comm == "allreduce" and world > 1
+    """Phases a microbenchmark repetition measures (artifact.core.phases.microbench_phases;
+    experiments.fig8.CONTROLLED: the mechanisms that run the zero-byte controls)."""
+    moves_data = (comm == "allreduce" and world > 1) or comm in ("spin", "nccl-shaped", "coloc")
     return len(microbench_phases(runs_aa_repeat(figure), moves_data))
 
 
@@ -215,16 +217,19 @@ PARALLELISM = {"allreduce": "allreduce", "onerank-avg": "proxy-nccl-onerank", "c
 
 def contention_grid(
     preset: Preset, world: int, device: str
-) -> list[tuple[str, int, ComputeKind, int]]:
-    """contention.mechanisms x kinds x sizes: (comm, CTA limit, kind, comm bytes)."""
+) -> list[tuple[Mechanism, ComputeKind, int]]:
+    """core.mechanisms x kinds x sizes, as the experiment walks them: (mechanism, kind,
+    comm bytes); one GPU's mechanism axis at its one size, beside the GEMMs. The GPU model is unknown to the
+    plan: an H200's channel count labels the stand-in rows."""
     sweep = preset.contention
-    if world == 1 and device == "cuda":
-        mechs = [("onerank-avg", 0), ("copy", 0)]
-    elif device != "cuda":
-        mechs = [("allreduce", 0)]
-    else:
-        mechs = [("allreduce", c) for c in sweep.cta_limits]
-    return [(c, ctas, k, b) for c, ctas in mechs for k in sweep.computes for b in sweep.comm_bytes]
+    mechs = mechanisms(world, device, sweep.cta_limits, "H200" if device == "cuda" else None)
+    return [
+        (m, k, b)
+        for m in mechs
+        for k in sweep.computes
+        for b in sweep.comm_bytes
+        if m.every_size or (b == sweep.mechanism_at_bytes and k.compute == "gemm")
+    ]
 
 
 # --- estimates --------------------------------------------------------------------------
@@ -399,7 +404,8 @@ def _microbench_rows(t: Target, fig: str) -> list[Row]:
 
 def _contention_rows(t: Target, fig: str) -> list[Row]:
     sweep, world, rows = t.preset.contention, t.world, []
-    for comm, ctas, kind, size in contention_grid(t.preset, world, t.device):
+    for mech, kind, size in contention_grid(t.preset, world, t.device):
+        comm = mech.comm
         phases = microbench_phase_count(fig, comm, world)
         t_iter = _compute_s(kind)
         window = sweep.power_window_s if size == sweep.power_at_bytes else 0.0
@@ -407,9 +413,10 @@ def _contention_rows(t: Target, fig: str) -> list[Row]:
                               timed_iters=sweep.iters, timed_s=0, window_s=window)  # fmt: skip
         per_rep = phases * phase
         secs = ref.of_figure("setup_s", fig) + sweep.reps * per_rep
-        par = PARALLELISM[comm] if not ctas else f"allreduce-{ctas}cta"
+        par = mech.parallelism
         numel = kind.size if kind.compute == "add" else None
-        need = _buffers(kind.size, kind.precision, size, comm, numel) + memory.RUNTIME_OVERHEAD
+        ranks = mech.spec.get("ranks", 1) if comm == "coloc" or mech.twin_of else 1  # own buffers
+        need = _buffers(kind.size, kind.precision, size * ranks, comm, numel) + memory.RUNTIME_OVERHEAD
         fits = memory.fits(need, t.cap)
         traces = (phases - 1) * world * ref.value("micro_trace_bytes")
         rows.append(

@@ -6,11 +6,12 @@ compute intensity, through Fig. 8's microbenchmark and measurement (no copy of e
 - communication size: the preset's sizes (quick and paper: 1 MiB ... 4 GiB);
 - compute: GEMMs in bf16 / fp16 / tf32 / fp32 (compute-bound) and an elementwise add
   (memory-bound), each sized to about the same time per iteration;
-- mechanism: with several GPUs, the real all-reduce with NCCL's default CTA count and
-  with its communicator limited to a few CTAs (SM contention shrinks, bandwidth stays);
-  on one GPU, NCCL's one-rank kernel (SM-driven) beside the copy-engine copy (bandwidth
-  only), since one rank's kernel ignores CTA limits (0.756 ms for 1 GiB by default and
-  0.790 ms at one CTA on an H200, benchmarks/contention_probe.py).
+- mechanism (artifact.core.mechanisms): with several GPUs, the real all-reduce with
+  NCCL's default CTA count and with its communicator limited to a few CTAs (SM contention
+  shrinks, bandwidth stays); on one GPU, NCCL's one-rank kernel (SM-driven) beside the
+  copy-engine copy (bandwidth only), and at the paper's 1 GiB what holds compute back:
+  SMs held with no bytes, the NCCL-shaped stand-in, real NCCL ranks co-located on the
+  GPU and the stand-in's twin of each (the validation).
 Every point reports compute and communication slowdown (both sides can slow), the
 compute's achieved bandwidth, the overlap fraction and, at one size, power. The
 collectives are spread over the compute units (Fig. 8 issues them all first): small
@@ -20,33 +21,19 @@ before the compute started (measured on an H200: overlap fraction 0.00 at 1 and 
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+
 from artifact.core.config import Preset
 from artifact.core.errors import ArtifactError
+from artifact.core.mechanisms import Mechanism, mechanisms
 from artifact.core.options import RunOptions
 from artifact.experiments import fig8
 from artifact.run.runner import ConfigPoint, RunContext
 from artifact.workloads.microbench import MicrobenchSpec
 from artifact.workloads.precision import dtype_of
 
-
-def mechanisms(world_size: int, device_type: str, cta_limits: tuple[int, ...]) -> list[tuple]:
-    """(comm, CTA limit, parallelism label, note) for this machine."""
-    if world_size == 1 and device_type == "cuda":
-        return [
-            ("onerank-avg", 0, "proxy-nccl-onerank", fig8.ONE_GPU_NOTES["onerank-avg"]),
-            ("copy", 0, "proxy-copy", fig8.ONE_GPU_NOTES["copy"]),
-        ]
-    if device_type != "cuda":  # gloo has no CTAs
-        return [("allreduce", 0, "allreduce", "")]
-    return [
-        (
-            "allreduce",
-            ctas,
-            "allreduce" if ctas == 0 else f"allreduce-{ctas}cta",
-            "" if ctas == 0 else f"NCCL communicator limited to {ctas} CTAs (min = max)",
-        )
-        for ctas in cta_limits
-    ]
+log = logging.getLogger(__name__)
 
 
 def sweep_of(preset: Preset, options: RunOptions) -> tuple[list, list[int]]:
@@ -74,33 +61,45 @@ def check_options(preset: Preset, options: RunOptions) -> None:
     sweep_of(preset, options)
 
 
-def configs(ctx: RunContext) -> list[ConfigPoint]:
+def mechanisms_here(preset: Preset, options: RunOptions, world: int, device_type: str,
+                    gpu: str | None) -> list[Mechanism]:
+    """This machine's mechanisms; --colocate W keeps the co-located rows (and twins) of W."""
+    found = mechanisms(world, device_type, preset.contention.cta_limits, gpu, options.comm_ctas)
+    if options.colocate:
+        found = [m for m in found if (m.comm != "coloc" and not m.twin_of)
+                 or m.spec.get("ranks") == options.colocate]
+    return found
+
+
+def configs(ctx: RunContext) -> list[tuple[ConfigPoint, Mechanism]]:
     sweep = ctx.preset.contention
     kinds, sizes = sweep_of(ctx.preset, ctx.options)
     gpu = ctx.provenance.get("gpu_model") or "cpu"
     out = []
-    for comm, ctas, parallelism, note in mechanisms(
-        ctx.world_size, ctx.device.type, sweep.cta_limits
-    ):
-        for kind in kinds:
-            for size in sizes:
+    for mech in mechanisms_here(ctx.preset, ctx.options, ctx.world_size, ctx.device.type,
+                                ctx.provenance.get("gpu_model")):
+        # one GPU's mechanism axis: the matmuls' slowdown, at one size
+        for kind in kinds if mech.every_size else [k for k in kinds if k.compute == "gemm"]:
+            for size in sizes if mech.every_size else [
+                b for b in sizes if b == sweep.mechanism_at_bytes
+            ]:
                 spec = MicrobenchSpec(
                     matmul_size=kind.size if kind.compute == "gemm" else 0,
                     precision=kind.precision,
                     comm_bytes=size,
                     matmuls_per_iter=kind.units,
-                    comm=comm,
+                    comm=mech.comm,
                     compute=kind.compute,
                     add_numel=kind.size if kind.compute == "add" else 0,
-                    max_ctas=ctas,
                     interleave=True,
+                    **mech.spec,
                 )
                 item = dtype_of(kind.precision).itemsize
-                config_id = f"{kind.name}_{parallelism}_{size >> 10}KiB_w{ctx.world_size}"
+                config_id = f"{kind.name}_{mech.parallelism}_{size >> 10}KiB_w{ctx.world_size}"
                 config = {
                     "gpu": gpu,
                     "model": kind.name,
-                    "parallelism": parallelism,
+                    "parallelism": mech.parallelism,
                     "precision": kind.precision,
                     "world_size": ctx.world_size,
                     "comm_bytes": size,
@@ -108,20 +107,56 @@ def configs(ctx: RunContext) -> list[ConfigPoint]:
                     "compute_size": kind.size,
                     "units_per_iter": kind.units,
                     "intensity_flop_per_byte": spec.intensity(item),
-                    "comm": comm,
-                    "max_ctas": ctas,
-                    "proxy": comm != "allreduce",
-                    "note": note,
+                    "comm": mech.comm,
+                    "max_ctas": mech.spec.get("max_ctas", 0),
+                    "ctas": mech.spec.get("ctas", mech.spec.get("max_ctas", 0)),
+                    "ranks": mech.spec.get("ranks", 0),
+                    "proxy": mech.proxy,
+                    "note": mech.note,
+                    **({"twin_of": mech.twin_of} if mech.twin_of else {}),
                 }
-                out.append(ConfigPoint(config_id, config, spec))
+                out.append((ConfigPoint(config_id, config, spec), mech))
     return out
+
+
+def _refusal(ctx: RunContext, mech: Mechanism) -> str | None:
+    """Why a mechanism cannot run here: its own reason, or too old an NCCL to co-locate."""
+    if mech.refused:
+        return mech.refused
+    if mech.comm == "coloc" and ctx.device.type == "cuda":
+        from artifact.run import colocate
+
+        return colocate.refusal()
+    return None
 
 
 def run(ctx: RunContext) -> None:
     sweep = ctx.preset.contention
+    points, coloc_ms = [], {}
+    for point, mech in configs(ctx):
+        if why := _refusal(ctx, mech):
+            log.warning("%s: not run: %s", point.config_id, why)
+            if ctx.rank == 0:
+                ctx.store.write_config_status(ctx.figure, point.config_id, "not run", why)
+            continue
+        points.append(point)
+
+    def prepare(point: ConfigPoint) -> ConfigPoint | None:
+        """A twin is paced to its co-located NCCL's time a collective, measured now."""
+        twin_of = point.config.get("twin_of")
+        if not twin_of:
+            return point
+        key = (twin_of, point.spec.comm_bytes, point.spec.precision)
+        if key not in coloc_ms:
+            coloc_ms[key] = fig8.collective_ms(ctx, dataclasses.replace(
+                point.spec, comm="coloc", max_ctas=point.spec.ctas, ctas=0, copies=1))
+        ms = coloc_ms[key]
+        spec = dataclasses.replace(point.spec, pace_ms=ms)
+        return ConfigPoint(point.config_id, {**point.config, "paced_to_ms": ms}, spec)
+
     fig8.run_configs(
         ctx,
-        configs(ctx),
+        points,
         max_repeats=sweep.max_repeats,
         iters=sweep.iters,  # the grid is large: fewer iterations a pass than the preset's
         timed_s=0.0,  # and no time floor beyond the power window
@@ -129,4 +164,5 @@ def run(ctx: RunContext) -> None:
         power_window_of=lambda config: (
             sweep.power_window_s if config["comm_bytes"] == sweep.power_at_bytes else 0.0
         ),
+        prepare=prepare,
     )

@@ -14,7 +14,8 @@ beside it as `compute_profiled_ms`.
 With one GPU the all-reduce moves no data, so the experiment also runs two labelled
 proxies (artifact.workloads.microbench): NCCL's one-rank reduction kernel (an AVG
 all-reduce: SM-driven, like NCCL's kernels on several GPUs) and a device-to-device copy
-(copy engine: bandwidth contention without SM contention).
+(copy engine: bandwidth contention without SM contention). `--colocate W` adds W real
+NCCL ranks co-located on the one GPU (artifact.run.colocate; gloo on a CPU).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any
 
 from artifact.analyze import metrics as eq
 from artifact.core.config import Preset
+from artifact.core.emulated import nccl_channels
+from artifact.core.mechanisms import ONE_GPU_NOTES
 from artifact.core.options import RunOptions
 from artifact.core.phases import OVERLAP_REPEAT, balanced_order, microbench_phases
 from artifact.figures import runs_aa_repeat
@@ -41,19 +44,23 @@ from artifact.run.runner import (
     pending,
     stop_requested,
 )
+from artifact.measure.timing import timed
 from artifact.workloads.microbench import Microbench, MicrobenchSpec
 from artifact.workloads.precision import dtype_of
 
 log = logging.getLogger(__name__)
 
-ONE_GPU_NOTES = {
-    "allreduce": "one GPU: the all-reduce moves no data and runs no kernel",
-    "onerank-avg": "proxy: NCCL's one-rank AVG all-reduce kernel (reads and writes the buffer on SMs) stands in for the all-reduce (one GPU)",
-    "copy": "proxy: a device-to-device copy of the same size (copy engine) stands in for the all-reduce (one GPU)",
-}
+# controls run beside every mechanism that moves data or holds SMs: the real all-reduce
+# between GPUs, and one GPU's SMs-held, stand-in and co-located rows
+CONTROLLED = ("spin", "nccl-shaped", "coloc")
 # the A/A repeat runs the microbenchmark's own overlap phase again
 BENCH_PHASE = {OVERLAP_REPEAT: "overlap"}
 PARALLELISM = {"allreduce": "allreduce", "onerank-avg": "proxy-nccl-onerank", "copy": "proxy-copy"}
+
+
+def colocated_ctas(options: RunOptions, gpu: str | None) -> int:
+    """--colocate's total CTAs: --comm-ctas, or NCCL's channels for the GPU (0: NCCL's own)."""
+    return options.comm_ctas or nccl_channels(gpu, options.colocate or 0) or 0
 
 UNITS = {
     **BASE_UNITS,
@@ -77,10 +84,17 @@ def configs(
     comms = ["allreduce"]
     if world_size == 1 and device_type == "cuda":
         comms += ["onerank-avg", "copy"]
+    if options.colocate and world_size == 1:
+        comms.append("coloc")
     out = []
     for comm in comms:
-        parallelism = PARALLELISM[comm]
-        spec = MicrobenchSpec(size, precision, comm_bytes, mb.matmuls_per_iter, comm)
+        parallelism = PARALLELISM.get(comm, f"coloc-w{options.colocate}")
+        extra = {}
+        if comm == "coloc":
+            ctas = colocated_ctas(options, gpu) if device_type == "cuda" else 0
+            extra = {"ranks": options.colocate, "max_ctas": ctas}
+            parallelism = f"coloc-nccl-{ctas}cta-w{options.colocate}" if ctas else parallelism
+        spec = MicrobenchSpec(size, precision, comm_bytes, mb.matmuls_per_iter, comm, **extra)
         model = f"matmul-{size}"
         config_id = f"{model}_{precision}_{parallelism}_{comm_bytes >> 20}MiB_w{world_size}"
         config = {
@@ -93,10 +107,17 @@ def configs(
             "matmuls_per_iter": mb.matmuls_per_iter,
             "comm": comm,
             "proxy": comm != "allreduce",
-            "note": ONE_GPU_NOTES[comm] if world_size == 1 else "",
+            "note": _note(comm, extra) if world_size == 1 else "",
+            **extra,
         }
         out.append(ConfigPoint(config_id, config, spec))
     return out
+
+
+def _note(comm: str, extra: dict) -> str:
+    if comm != "coloc":
+        return ONE_GPU_NOTES[comm]
+    return ONE_GPU_NOTES["coloc"].format(ctas=extra["max_ctas"] or "NCCL's", ranks=extra["ranks"])
 
 
 def configs_here(ctx: RunContext) -> list[ConfigPoint]:
@@ -133,7 +154,28 @@ def _phase_metrics(
 
 
 def run(ctx: RunContext) -> None:
-    run_configs(ctx, configs_here(ctx))
+    points = configs_here(ctx)
+    if ctx.options.colocate and ctx.device.type == "cuda":
+        from artifact.run import colocate
+
+        if why := colocate.refusal():  # the co-located rows cannot run: recorded, not hidden
+            for p in [p for p in points if p.spec.comm == "coloc"]:
+                log.warning("%s: not run: %s", p.config_id, why)
+                if ctx.rank == 0:
+                    ctx.store.write_config_status(ctx.figure, p.config_id, "not run", why)
+            points = [p for p in points if p.spec.comm != "coloc"]
+    run_configs(ctx, points)
+
+
+def collective_ms(ctx: RunContext, spec: MicrobenchSpec) -> float:
+    """One collective's time alone (ms, fastest of three, after a warm-up): the pace the
+    stand-in's twin of co-located NCCL keeps."""
+    bench = Microbench(spec, ctx.device, seed=ctx.rank)
+    try:
+        bench.calibrate(ctx.warmup, repeats=1)
+        return min(timed(lambda: bench.run_phase("comm_alone"), ctx.device) for _ in range(3)) * 1e3
+    finally:
+        bench.close()
 
 
 def _power_info(ctx: RunContext) -> dict[str, Any]:
@@ -157,6 +199,7 @@ def run_configs(
     iters: int | None = None,
     timed_s: float | None = None,
     numbered: tuple[int, int] | None = None,
+    prepare: Callable[[ConfigPoint], ConfigPoint] | None = None,
 ) -> None:
     """Measure every phase of every configuration, skipping repetitions already on disk.
 
@@ -165,7 +208,8 @@ def run_configs(
     seconds (default: the preset's); `iters` the measured iterations a pass (default: the
     preset's, for the timed pass too) and `timed_s` its least seconds (default: the
     preset's); `numbered` this list's place in the figure's configurations
-    (runner.pending). The A/A repeat of the overlap phase runs where the figure derives
+    (runner.pending); `prepare(point)` settles a configuration's run-time settings before it
+    is measured (contention's twins). The A/A repeat of the overlap phase runs where the figure derives
     the noise floor, or a figure that copies its records does (figures.runs_aa_repeat).
     A configuration already measured for the figure this one reuses (fig8: fig6's) is
     copied, not measured again (artifact.run.reuse).
@@ -174,13 +218,16 @@ def run_configs(
     def phases_of(point: ConfigPoint) -> tuple[str, ...]:
         # the controls: only an all-reduce between GPUs moves data a claim is judged on
         # (a one-GPU proxy's control is the all-reduce row, which moves nothing)
-        between_gpus = point.spec.comm == "allreduce" and ctx.world_size > 1
-        return microbench_phases(runs_aa_repeat(ctx.figure), between_gpus)
+        moves = (point.spec.comm == "allreduce" and ctx.world_size > 1) or (
+            point.spec.comm in CONTROLLED
+        )
+        return microbench_phases(runs_aa_repeat(ctx.figure), moves)
 
     for point, todo in pending(ctx, todo_configs, phases_of, numbered):
         phases = phases_of(point)
         if reuse(ctx, point, phases):
             continue
+        point = prepare(point) if prepare else point
         config_id, config, spec = point
         bench = Microbench(spec, ctx.device, seed=ctx.rank)
         count = bench.calibrate(ctx.warmup, repeats=repeats, max_repeats=max_repeats)

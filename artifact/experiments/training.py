@@ -83,7 +83,7 @@ def config_id(
     """'gpt3-1.3b_fsdp_fp16_mb8_w4' (+ '_rc' with recomputation, + '_e4' as rank 0 of 4
     under --emulate-world 4): the output contract's ids."""
     rc = "_rc" if recompute else ""
-    e = emulated.config_suffix(ctx.options.emulate_world)
+    e = emulated.config_suffix(ctx.options.emulate_world, ctx.options.stand_in)
     return f"{model}_{tag}_{precision}_mb{micro_batch}_w{ctx.world_size}{rc}{e}"
 
 
@@ -93,8 +93,9 @@ def base_config(
     """The settings every record of a configuration carries. Emulated ones (rank 0 of W
     alone) say so: `emulated_world`, and a note that starts with "emulated:"."""
     world = ctx.options.emulate_world
+    stand_in, ctas = emulation.stand_in() if world else (None, None)
     notes = (
-        emulated.note(world) if world else "",
+        emulated.note(world, stand_in, ctas) if world else "",
         extra.pop("note", ""),
         "" if ctx.device.type == "cuda" else CPU_NOTE,
     )
@@ -106,7 +107,7 @@ def base_config(
         "seq_len": model_of(ctx, model).seq_len,
         "world_size": ctx.world_size,
         **extra,
-        **({"emulated_world": world} if world else {}),
+        **({"emulated_world": world, "stand_in": stand_in, "comm_ctas": ctas} if world else {}),
         "note": "; ".join(n for n in notes if n),
     }
 

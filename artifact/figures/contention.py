@@ -2,8 +2,10 @@
 
 Fig. 8's microbenchmark swept over the preset's collective sizes and compute kinds (bf16 /
 fp16 / tf32 / fp32 GEMMs, an elementwise add), with NCCL's default and limited CTA counts
-on several GPUs, or the one-rank kernel and a copy on one. The report draws it as heat
-maps (artifact/report/build.py).
+on several GPUs, or on one GPU the one-rank kernel, a copy, and at 1 GiB what holds
+compute back (SMs held, the NCCL-shaped stand-in, co-located NCCL ranks:
+artifact.core.mechanisms). The report draws it as heat maps and a mechanism table
+(artifact/report/build.py).
 """
 
 from artifact.figures import derived
@@ -13,7 +15,9 @@ SPEC = FigureSpec(
     name="contention",
     title="Contention map (beyond the paper)",
     experiment="contention",
-    options=frozenset({"precision", "comm_bytes", "power_interval_s", "adaptive"}),
+    options=frozenset(
+        {"precision", "comm_bytes", "power_interval_s", "adaptive", "colocate", "comm_ctas"}
+    ),
     derived=derived.MICROBENCH,
     in_paper=False,
     default_reps=lambda preset: preset.contention.reps,

@@ -36,7 +36,7 @@ import pandas as pd
 from scipy import stats
 
 from artifact.analyze import noise
-from artifact.judge import controls, validation
+from artifact.judge import controls, standin, validation
 from artifact.judge.expected import EXPECTED_DIR, NEEDS_COMMUNICATION, load_expected, metric_of
 from artifact.judge.figure_status import figure_status
 from artifact.judge.verdicts import COLUMNS, MIN_REPETITIONS, as_sentence
@@ -515,7 +515,7 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
             c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in control_rows
         ]
     rows_out = [row for item in items for row in judge_item(item, run, control_rows)]
-    checks = validation.check_verdicts(run)
+    checks = validation.check_verdicts(run) + standin.verdict_rows(run.summary, run.configs)
     if not run.gpus:
         checks = [c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in checks]
     verdicts = pd.DataFrame(control_rows + rows_out + checks, columns=COLUMNS)

@@ -41,9 +41,10 @@ STAND_IN_MARK = "artifact.stand_in_fill"
 # artifact.run.emulation): the copies and the pacing kernel it launches are communication
 EMULATED_MARK = "artifact.emulated_comm"
 
-# ncclDevKernel_* / ncclKernel_* (RCCL's too), and NCCL's one-rank reduction kernel, which
-# a one-GPU all-reduce with op AVG runs (a mangled name from NCCL's onerank.cu).
-COMM_KERNEL = re.compile(r"^(nccl|rccl)|oneRankReduce", re.IGNORECASE)
+# ncclDevKernel_* / ncclKernel_* (RCCL's too), NCCL's one-rank reduction kernel, which a
+# one-GPU all-reduce with op AVG runs (a mangled name from NCCL's onerank.cu), and the
+# NCCL-shaped stand-in's Triton kernel (artifact.workloads.nccl_shaped)
+COMM_KERNEL = re.compile(r"^(nccl|rccl)|oneRankReduce|standin_ring", re.IGNORECASE)
 MEMORY_KERNEL = re.compile(r"^(memcpy|memset)", re.IGNORECASE)
 # FSDP2's copies around its collectives on CUDA (torch 2.13, _fsdp_collectives.py): the
 # foreach copy that packs the shards into the all-gather buffer (UnaryOpFunctor with a

@@ -19,9 +19,17 @@ the copies run plainly, in the calling thread. The flag's checks, link defaults 
 labels live in artifact.core.emulated (no torch there: the CLI checks before torch loads). Every byte is counted in `TRAFFIC`
 (the seam tests/test_emulation.py reads).
 
-What emulation cannot show: NVLink's and NCCL's own protocol (NCCL's kernels use a few
-SMs; a copy kernel uses many, for a shorter time), the peers' load on the link and on
-the memory system, and a pipeline's bubble (stage 0 never waits for a real stage 1).
+`--stand-in nccl-shaped` moves the same ring bytes with one persistent kernel of C CTAs
+a collective instead (artifact.workloads.nccl_shaped: NCCL's shape, holding C SMs for the
+whole collective and moving its reads, writes and reductions through memory, paced to the
+link inside the kernel); C is NCCL's channel count for the GPU model, or `--comm-ctas`.
+Collectives it has no plan for (list forms, integer dtypes, buffers not divisible by W)
+fall back to the copies, and are counted in FALLBACKS.
+
+What emulation cannot show: NVLink's and NCCL's own protocol (the copy stand-in uses many
+SMs for a short time; the NCCL-shaped one is checked against co-located NCCL ranks by
+the contention map), the peers' load on the link and on the memory system, and a
+pipeline's bubble (stage 0 never waits for a real stage 1).
 """
 
 from __future__ import annotations
@@ -38,22 +46,38 @@ from artifact.measure.timing import spin_cycles_per_s, timed
 
 _world: list[int | None] = [None]  # the emulated world size once joined, else None
 _link: list[float | None] = [None]  # bytes per second on a GPU; None: not paced (CPU)
+# the stand-in (emulated.STAND_INS) and its CTAs (the NCCL-shaped one's)
+_stand_in: dict = {"name": emulated.DEFAULT_STAND_IN, "ctas": None}
 # bytes rank 0 moved, by collective kind: the seam that tests count through
 TRAFFIC: Counter[str] = Counter()
+# collectives the NCCL-shaped stand-in left to the copies, by kind and why
+FALLBACKS: Counter[str] = Counter()
 
 
-def join(world: int, device: torch.device, link_given: float | None = None) -> None:
+def join(world: int, device: torch.device, link_given: float | None = None,
+         stand_in: str | None = None, ctas_given: int | None = None) -> None:
     """Join the fake process group as rank 0 of `world` (instead of a real group); on a
-    GPU, copies are paced to `link_given` GB/s or the GPU model's default link."""
+    GPU, traffic is paced to `link_given` GB/s or the GPU model's default link."""
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     gbs = None
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     if device.type == "cuda":  # refused before the group exists when the GPU is unknown
-        gbs = emulated.link_gbs(torch.cuda.get_device_name(device), link_given)
+        gbs = emulated.link_gbs(name, link_given)
+    stand_in = stand_in or emulated.DEFAULT_STAND_IN
+    ctas = None
+    if stand_in == "nccl-shaped":  # on a CPU the plan runs as torch ops: no CTAs
+        ctas = emulated.comm_ctas(name, world, ctas_given) if name else ctas_given
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
     _world[0] = world
     _link[0] = gbs * 1e9 if gbs else None
+    _stand_in.update(name=stand_in, ctas=ctas)
+
+
+def stand_in() -> tuple[str, int | None]:
+    """The stand-in that moves the emulated bytes, and its CTAs (None: copies)."""
+    return _stand_in["name"], _stand_in["ctas"]
 
 
 def moved_bytes() -> int:
@@ -252,6 +276,10 @@ def traffic(name: str, a: dict, device: torch.device, gathers, scatters, zero_by
 
 
 def _traffic(name: str, a: dict, device: torch.device, w: int, gathers, scatters, zero_bytes):
+    if _stand_in["name"] == "nccl-shaped":
+        shaped = _shaped_buffers(name, a, w, gathers, scatters)
+        if shaped is not None:
+            return _shaped(name, shaped, device, w, zero_bytes)
     stream = comm_stream(device)
     if stream is None:  # CPU: plain copies, now
         if not zero_bytes:
@@ -275,3 +303,95 @@ def _traffic(name: str, a: dict, device: torch.device, w: int, gathers, scatters
     for t in touched:  # the caching allocator must not hand these out while copies run
         t.record_stream(stream)
     return _StreamWork(event)
+
+
+# --- the NCCL-shaped stand-in ---------------------------------------------------------
+
+
+def _shaped_buffers(name: str, a: dict, w: int, gathers, scatters):
+    """(kind, buffers, chunk elements, in place, average) for the NCCL-shaped kernel, or
+    None where it has no plan and the copies stand in (FALLBACKS says why)."""
+    import torch.distributed as dist
+
+    if name in gathers:
+        kind, out, inp = "all_gather", a["output_tensor"], a["input_tensor"]
+        chunk, bufs = inp.numel(), {"in": inp, "out": out}
+        fits = out.numel() == w * chunk
+    elif name in scatters:
+        kind, out, inp = "reduce_scatter", a["output"], a["input"]
+        chunk, bufs = out.numel(), {"in": inp, "out": out}
+        fits = inp.numel() == w * chunk
+    elif name == "all_reduce":
+        kind, t = "all_reduce", a["tensor"]
+        chunk, bufs = t.numel() // w, {"out": t}
+        fits = t.numel() == w * chunk
+    elif name in ("broadcast", "reduce"):
+        kind, t = name, a["tensor"]
+        chunk, bufs, fits = t.numel(), {"in": t}, True
+    else:
+        FALLBACKS[f"{name}: list form"] += 1
+        return None
+    first = next(iter(bufs.values()))
+    why = (
+        "not a floating-point dtype" if not first.dtype.is_floating_point
+        else "buffers not W equal chunks" if not fits or chunk == 0
+        else "mixed dtypes" if any(b.dtype != first.dtype for b in bufs.values())
+        else "not contiguous" if any(not b.is_contiguous() for b in bufs.values())
+        else None
+    )
+    if why:
+        FALLBACKS[f"{name}: {why}"] += 1
+        return None
+    in_place = kind == "all_gather" and inp.data_ptr() == out.data_ptr()
+    average = kind in ("reduce_scatter", "all_reduce") and a.get("op") == dist.ReduceOp.AVG
+    return kind, bufs, chunk, in_place, average
+
+
+_counters: dict = {}
+
+
+def _shaped(name: str, shaped, device: torch.device, w: int, zero_bytes: bool):
+    """One persistent kernel for the collective, on the communication stream (GPU), or its
+    plan as torch ops now (CPU)."""
+    from artifact.workloads import nccl_shaped
+
+    kind, bufs, chunk, in_place, average = shaped
+    first = next(iter(bufs.values()))
+    size = chunk * first.element_size()
+    # the ring's bytes on the link, as the copies count them (module docstring)
+    link = size * {"all_gather": w - 1, "reduce_scatter": w - 1, "all_reduce": 2 * (w - 1)}.get(kind, 1)
+    steps = nccl_shaped.plan(kind, w, in_place=in_place, average=average)
+    ctas = _stand_in["ctas"] or 1
+    stream = comm_stream(device)
+    if stream is None:  # CPU: the plan now, unpaced
+        if not zero_bytes:
+            bufs = {**bufs, "fifo": first.new_empty(chunk)}
+            nccl_shaped.launch(bufs, steps, chunk, ctas, counters=_counter(device, ctas))
+            _moves(kind, link)
+        return None
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        if not zero_bytes:
+            bufs = {**bufs, "fifo": first.new_empty(chunk)}
+            duration = int(link / _link[0] * 1e9) if _link[0] else 0
+            nccl_shaped.launch(bufs, steps, chunk, ctas, duration, counters=_counter(device, ctas))
+            _moves(kind, link)
+            for t in bufs.values():  # the allocator must not hand these out while it runs
+                t.record_stream(stream)
+        event = torch.cuda.Event()
+        event.record(stream)
+    return _StreamWork(event)
+
+
+def _counter(device: torch.device, ctas: int):
+    """The kernel's byte counters for this device, summed over the run (shaped_bytes)."""
+    from artifact.workloads import nccl_shaped
+
+    if device not in _counters:
+        _counters[device] = nccl_shaped.Counters(device, ctas)
+    return _counters[device]
+
+
+def shaped_bytes(device: torch.device) -> tuple[int, int, int]:
+    """(read, written, CTAs seen) by the NCCL-shaped kernel on `device` so far (syncs)."""
+    return _counters[device].read() if device in _counters else (0, 0, 0)

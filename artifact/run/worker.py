@@ -71,7 +71,7 @@ def _join(kind: str, options: RunOptions) -> tuple[int, int, int, torch.device, 
     if emulate := options.emulate_world:
         if world != 1:  # the CLI refuses this; a hand-made torchrun command may not
             raise RuntimeError(f"--emulate-world {emulate} runs one process, not {world}")
-        emulation.join(emulate, device, options.link_gbps)
+        emulation.join(emulate, device, options.link_gbps, options.stand_in, options.comm_ctas)
         return 0, emulate, local_rank, device, "fake"
     backend = "gloo" if device.type == "cpu" else "nccl"  # RCCL answers to "nccl" on ROCm
     # collectives time out with the launcher's hang watchdog, not NCCL's 10 min default
@@ -105,6 +105,7 @@ def _context(args: argparse.Namespace, local_rank: int, device, backend: str) ->
     if options.emulate_world:
         provenance["emulated_world"] = options.emulate_world
         provenance["emulated_link_gbps"] = emulation.link_gbps()
+        provenance["emulated_stand_in"], provenance["emulated_comm_ctas"] = emulation.stand_in()
     return RunContext(
         figure=args.figure,
         preset=preset,
@@ -184,12 +185,23 @@ def _with_stopped(store: RunStore, figure: str, details: dict, reason: str) -> s
     return f"{reason}; {early} of {len(decisions)} stopped before the maximum by the stopping rule (--adaptive)"
 
 
+def colocate_env() -> dict[str, str]:
+    from artifact.run.colocate import NCCL_ENV
+
+    return NCCL_ENV
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     # DeepSpeed calls torch.distributed functions that torch 2.13 marks deprecated; the
     # warning repeats on every call and buries the run's own log.
     warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated")
     options = RunOptions.from_json(json.loads(args.options))
+    if args.figure == "contention" or options.colocate:
+        # co-located NCCL ranks (artifact.run.colocate): NCCL reads these once, at its first
+        # communicator, which the process group below may create
+        for k, v in colocate_env().items():
+            os.environ.setdefault(k, v)
     rank, _, local_rank, device, backend = _join(args.device, options)
     try:
         if rank == 0:

@@ -16,7 +16,14 @@ The collective (`comm`):
                  for SMs and memory bandwidth as NCCL's kernels do.
     copy         a device-to-device copy of the same size on a side stream. The copy
                  engine moves the bytes: a proxy that contends for bandwidth, not SMs.
-Results from either proxy are labelled so.
+    spin         SMs held, no bytes: the NCCL-shaped kernel on `ctas` CTAs that only
+                 spins, for as long as rank 0's ring all-reduce of the buffer takes on
+                 the link at `ranks` (artifact.workloads.nccl_shaped).
+    nccl-shaped  the NCCL-shaped stand-in: rank 0's ring all-reduce at `ranks` on `ctas`
+                 CTAs, paced to the link (or, with `pace_ms`, to that time a collective).
+    coloc        `ranks` real NCCL ranks co-located on this GPU, one thread a rank
+                 (artifact.run.colocate), `max_ctas` CTAs in all.
+Results from a proxy or stand-in are labelled so.
 
 The compute (`compute`): square GEMMs (compute-bound) or an elementwise add over large
 vectors (memory-bound), so the contention experiment can sweep arithmetic intensity.
@@ -43,7 +50,8 @@ from artifact.measure.timing import SpanTimer, spin_cycles_per_s, synchronize, t
 from artifact.run.modes import Mode, issue, mode_of, moves_zero_bytes
 from artifact.workloads.precision import dtype_of, matmul_precision
 
-COMMS = ("allreduce", "onerank-avg", "copy")
+COMMS = ("allreduce", "onerank-avg", "copy", "spin", "nccl-shaped", "coloc")
+SIDE_STREAM_COMMS = ("copy", "spin", "nccl-shaped")  # queued on a stream of the bench's own
 COMPUTES = ("gemm", "add")
 
 
@@ -59,6 +67,11 @@ class MicrobenchSpec:
     delay_us: float = 0.0  # V2: injected after every collective on the communication chain
     max_ctas: int = 0  # NCCL CTA limit of the collectives' communicator (0: NCCL's default)
     interleave: bool = False  # spread the collectives over the compute units (contention map)
+    ctas: int = 0  # CTAs of the spin and NCCL-shaped kernels
+    ranks: int = 0  # W of the NCCL-shaped ring, the spin's duration, and the co-located ranks
+    link_gbps: float = 0.0  # the link the spin and the stand-in are paced to (0: unpaced)
+    pace_ms: float = 0.0  # or this time a collective (the stand-in's twin of co-located NCCL)
+    copies: int = 1  # rings one NCCL-shaped kernel does (the twin: every co-located rank's)
 
     @property
     def moves_no_data(self) -> bool:
@@ -91,8 +104,8 @@ class Microbench:
             raise ValueError(f"unknown collective {spec.comm!r}; accepted: {', '.join(COMMS)}")
         if spec.compute not in COMPUTES:
             raise ValueError(f"unknown compute {spec.compute!r}; accepted: {', '.join(COMPUTES)}")
-        if spec.comm == "copy" and device.type != "cuda":
-            raise ValueError("the copy proxy needs a GPU (it stands in for a one-GPU all-reduce)")
+        if spec.comm in ("copy", "spin") and device.type != "cuda":
+            raise ValueError(f"the {spec.comm} proxy needs a GPU (it stands in for a one-GPU all-reduce)")
         self.spec, self.device = spec, device
         gen = torch.Generator(device=device).manual_seed(seed)
         dt = dtype_of(spec.precision)
@@ -105,7 +118,7 @@ class Microbench:
         self.copy_dst = torch.empty_like(self.comm_buf) if spec.comm == "copy" else None
         # The communication chain runs on a side stream where it must be ordered with
         # something of its own: the copy proxy, or the delay that follows each collective.
-        side = device.type == "cuda" and (spec.comm == "copy" or spec.delay_us > 0)
+        side = device.type == "cuda" and (spec.comm in SIDE_STREAM_COMMS or spec.delay_us > 0)
         self.side_stream = torch.cuda.Stream(device) if side else None
         # On a CPU the delayed chain is a thread: gloo has no streams to order it on.
         self._chain = ThreadPoolExecutor(1) if device.type != "cuda" and spec.delay_us > 0 else None
@@ -115,7 +128,15 @@ class Microbench:
         self._spin_cycles = (
             spin_cycles_per_s(device) * spec.delay_us * 1e-6 if delayed_on_gpu else 0
         )
-        self.group = _cta_limited_group(spec.max_ctas) if spec.max_ctas else None
+        self.group = (
+            _cta_limited_group(spec.max_ctas) if spec.max_ctas and spec.comm == "allreduce" else None
+        )
+        self.coloc = None
+        if spec.comm == "coloc":
+            from artifact.run.colocate import Colocated
+
+            self.coloc = Colocated(spec.ranks, device, spec.max_ctas or None)
+        self._shaped = _ShapedAllReduce(spec, self.comm_buf) if spec.comm in ("spin", "nccl-shaped") else None
         self.comm_repeats = 1
         # the compute units' own time over a whole timed pass (runner.timed_pass's meter)
         self.compute_timer = SpanTimer(device, "compute_ms")
@@ -126,6 +147,12 @@ class Microbench:
         if self.spec.comm == "copy":
             self.copy_dst[: buf.numel()].copy_(buf)
             return None
+        if self._shaped is not None:  # a control launches nothing: zero bytes, zero CTAs
+            if not zero_bytes:
+                self._shaped.launch()
+            return None
+        if self.coloc is not None:
+            return self.coloc.all_reduce(buf, full=self.comm_buf)
         op = dist.ReduceOp.AVG if self.spec.comm == "onerank-avg" else dist.ReduceOp.SUM
         return dist.all_reduce(buf, op=op, group=self.group, async_op=async_op)
 
@@ -225,9 +252,12 @@ class Microbench:
         return self.comm_repeats
 
     def close(self) -> None:
-        """Stop the CPU chain's thread (the process group's communicators stay)."""
+        """Stop the CPU chain's thread and the co-located ranks' threads (the process
+        group's communicators stay)."""
         if self._chain is not None:
             self._chain.shutdown()
+        if self.coloc is not None:
+            self.coloc.close()
 
 
 class _FutureWork:
@@ -239,6 +269,35 @@ class _FutureWork:
     def wait(self) -> bool:
         self.future.result()
         return True
+
+
+class _ShapedAllReduce:
+    """Rank 0's ring all-reduce of the buffer at `ranks` as one NCCL-shaped kernel (or, for
+    `spin`, the same kernel holding its CTAs without moving a byte)."""
+
+    def __init__(self, spec: MicrobenchSpec, buf: torch.Tensor):
+        from artifact.workloads import nccl_shaped
+
+        self.ns, w = nccl_shaped, spec.ranks
+        self.chunk = buf.numel() // w
+        ring = nccl_shaped.plan("all_reduce", w)
+        self.buffers, self.steps = {}, []
+        for r in range(spec.copies):  # rank 0's buffer first; the others' of their own
+            own = buf[: self.chunk * w] if r == 0 else torch.randn_like(buf[: self.chunk * w])
+            self.buffers |= {f"out{r}": own, f"fifo{r}": torch.empty_like(buf[: self.chunk])}
+            self.steps += nccl_shaped.for_rank(ring, r)
+        self.ctas, self.move = spec.ctas, spec.comm == "nccl-shaped"
+        ring_bytes = 2 * (w - 1) * self.chunk * buf.element_size()
+        self.duration_ns = (
+            int(spec.pace_ms * 1e6) if spec.pace_ms
+            else int(ring_bytes / (spec.link_gbps * 1e9) * 1e9) if spec.link_gbps
+            else 0
+        )
+        self.counters = nccl_shaped.Counters(buf.device, self.ctas)
+
+    def launch(self) -> None:
+        self.ns.launch(self.buffers, self.steps, self.chunk, self.ctas, self.duration_ns,
+                       move_bytes=self.move, counters=self.counters)
 
 
 def _cta_limited_group(ctas: int):

@@ -1,0 +1,109 @@
+"""The contention map's mechanisms: what runs beside the compute, by machine (torch-free:
+the experiment and the plan's cost model both read it).
+
+With several GPUs: the real all-reduce at NCCL's default CTA count and with its
+communicator limited to a few CTAs. On a CPU: gloo's all-reduce. On one GPU, where an
+all-reduce moves nothing, the question is what holds compute back (the report's "What
+holds compute back on one GPU"):
+- NCCL's one-rank kernel (SM-driven) and a copy-engine copy (bytes only, no SMs), at
+  every size of the sweep;
+- beside the GEMMs at one size (`ContentionConfig.mechanism_at_bytes`, the paper's 1 GiB):
+  SMs held and no bytes (the NCCL-shaped kernel spinning on C SMs, C in SM_HELD, for as
+  long as rank 0's ring all-reduce takes on the link at STAND_IN_WORLD);
+  the NCCL-shaped stand-in itself (rank 0 of STAND_IN_WORLD, NCCL's channel count, paced
+  to the link); real NCCL ranks co-located on the GPU (W in COLOCATED_WORLDS, NCCL's
+  channel count of CTAs in all); and each one's twin: the stand-in doing every co-located
+  rank's ring with the same total CTAs, paced to the time co-located NCCL took (the
+  validation: emulated.VALIDATION_POINTS).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from artifact.core.emulated import LINK_GBS, link_gbs, nccl_channels
+
+SM_HELD = (4, 8, 16, 24, 32)  # CTAs of the spin-only kernel
+STAND_IN_WORLD = 4  # the W the stand-in and the spin stand for (the paper's 4 GPUs)
+COLOCATED_WORLDS = (2, 4)
+# the validation rule: the stand-in's slowdown within this many points of co-located
+# NCCL's at the same total CTAs and bytes
+VALIDATION_POINTS = 3.0
+
+ONE_GPU_NOTES = {
+    "allreduce": "one GPU: the all-reduce moves no data and runs no kernel",
+    "onerank-avg": "proxy: NCCL's one-rank AVG all-reduce kernel (reads and writes the buffer on SMs) stands in for the all-reduce (one GPU)",
+    "copy": "proxy: a device-to-device copy of the same size (copy engine) stands in for the all-reduce (one GPU)",
+    "spin": "proxy: SMs held, no bytes: {ctas} CTAs spin for as long as rank 0's ring all-reduce at W = {ranks} takes on the link (one GPU)",
+    "nccl-shaped": "stand-in: the NCCL-shaped kernel, rank 0's ring all-reduce at W = {ranks} on {ctas} CTAs paced to the link (one GPU; not validated on this GPU)",
+    "coloc": "co-located: {ranks} real NCCL ranks on this one GPU, one thread a rank, {ctas} CTAs in all (NCCL_MULTI_RANK_GPU_ENABLE)",
+    "twin": "stand-in: the NCCL-shaped kernel doing all {ranks} co-located ranks' rings on {ctas} CTAs in all, paced to co-located NCCL's time a collective (the validation's twin)",
+}
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """One mechanism: the microbenchmark's collective, its label (the config's parallelism),
+    its note, the spec fields it sets, and whether it runs at every size or at one."""
+
+    comm: str
+    parallelism: str
+    note: str
+    spec: dict[str, Any] = field(default_factory=dict)
+    every_size: bool = True
+    refused: str | None = None  # why it cannot run here (recorded "not run")
+    twin_of: str | None = None  # the co-located mechanism a twin is paced to
+
+    @property
+    def proxy(self) -> bool:
+        return self.comm != "allreduce"
+
+
+def mechanisms(world: int, device_type: str, cta_limits: tuple[int, ...],
+               gpu: str | None = None, comm_ctas: int | None = None) -> list[Mechanism]:
+    """The mechanisms for this machine (contention.py runs them; the plan prices them)."""
+    if device_type != "cuda":  # gloo has no CTAs
+        return [Mechanism("allreduce", "allreduce", "")]
+    if world > 1:
+        return [
+            Mechanism(
+                "allreduce",
+                "allreduce" if c == 0 else f"allreduce-{c}cta",
+                "" if c == 0 else f"NCCL communicator limited to {c} CTAs (min = max)",
+                {"max_ctas": c},
+            )
+            for c in cta_limits
+        ]
+    return [
+        Mechanism("onerank-avg", "proxy-nccl-onerank", ONE_GPU_NOTES["onerank-avg"]),
+        Mechanism("copy", "proxy-copy", ONE_GPU_NOTES["copy"]),
+        *_one_gpu_axis(gpu, comm_ctas),
+    ]
+
+
+def _one_gpu_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
+    w = STAND_IN_WORLD
+    known = any(m in (gpu or "") for m in LINK_GBS)
+    link = link_gbs(gpu, None) if known else 0.0
+    no_link = None if known else f"no link bandwidth known for GPU {gpu!r} (known: {', '.join(LINK_GBS)})"
+    ctas = comm_ctas or nccl_channels(gpu, w)
+    no_ctas = None if ctas else f"no NCCL channel count known for GPU {gpu!r}; pass --comm-ctas"
+    ctas = ctas or 16  # a label only: the row is refused
+    out = [
+        Mechanism("spin", f"sm-held-{c}cta", ONE_GPU_NOTES["spin"].format(ctas=c, ranks=w),
+                  {"ctas": c, "ranks": w, "link_gbps": link}, False, no_link)
+        for c in SM_HELD
+    ]
+    out.append(Mechanism("nccl-shaped", f"standin-{ctas}cta-w{w}",
+                         ONE_GPU_NOTES["nccl-shaped"].format(ctas=ctas, ranks=w),
+                         {"ctas": ctas, "ranks": w, "link_gbps": link}, False, no_link or no_ctas))
+    for cw in COLOCATED_WORLDS:
+        coloc = f"coloc-nccl-{ctas}cta-w{cw}"
+        out.append(Mechanism("coloc", coloc, ONE_GPU_NOTES["coloc"].format(ctas=ctas, ranks=cw),
+                             {"ranks": cw, "max_ctas": ctas}, False, no_ctas))
+        out.append(Mechanism("nccl-shaped", f"standin-{ctas}cta-coloc-w{cw}",
+                             ONE_GPU_NOTES["twin"].format(ctas=ctas, ranks=cw),
+                             {"ctas": ctas, "ranks": cw, "copies": cw}, False, no_ctas,
+                             twin_of=coloc))
+    return out

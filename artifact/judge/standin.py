@@ -1,0 +1,88 @@
+"""The NCCL-shaped stand-in's validation (item_type "check", figure contention): on one
+GPU, its twin of W co-located NCCL ranks (the same total CTAs and bytes, paced to NCCL's
+time a collective) against those ranks. The stand-in is "validated" on this GPU model
+where the 95 % CI of the difference of the two Eq. 1 slowdowns (each beyond its zero-byte
+control where measured) lies within +-VALIDATION_POINTS; "not validated" where it lies
+wholly outside; inconclusive otherwise (verdicts.equivalence).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import pandas as pd
+from scipy import stats
+
+from artifact.core.mechanisms import VALIDATION_POINTS
+from artifact.judge.verdicts import as_sentence, equivalence
+
+ITEM = "stand_in_matches_colocated_nccl"
+WORDS = {"holds": "validated", "fails": "not validated", "inconclusive": "inconclusive"}
+
+
+def _slowdown(summary: pd.DataFrame, config_id: str) -> dict | None:
+    """The configuration's Eq. 1 beyond its control, else its Eq. 1: mean, CI, n."""
+    rows = summary[(summary["config_id"] == config_id) & (summary["mode"] == "derived")]
+    for metric in ("slowdown_beyond_control", "slowdown"):
+        hit = rows[rows["metric"] == metric]
+        if not hit.empty:
+            return hit.iloc[0].to_dict()
+    return None
+
+
+def difference(a: Mapping, b: Mapping) -> tuple[float, float, float, int]:
+    """a - b with a Welch 95 % CI from the two rows' own t intervals: (mean, low, high, n)."""
+    def se(r):
+        n = int(r["n"])
+        return (r["ci_high"] - r["ci_low"]) / (2 * stats.t.ppf(0.975, n - 1)) if n > 1 else math.nan
+
+    sa, sb, na, nb = se(a), se(b), int(a["n"]), int(b["n"])
+    d = a["mean"] - b["mean"]
+    var = sa**2 + sb**2
+    if not var > 0:
+        return d, math.nan, math.nan, min(na, nb)
+    df = var**2 / (sa**4 / (na - 1) + sb**4 / (nb - 1))
+    half = stats.t.ppf(0.975, df) * math.sqrt(var)
+    return d, d - half, d + half, min(na, nb)
+
+
+def verdict_rows(summary: pd.DataFrame, configs: Mapping[str, dict]) -> list[dict]:
+    out = []
+    for twin_id, cfg in sorted(configs.items()):
+        if not cfg.get("twin_of"):
+            continue
+        peers = [
+            cid for cid, c in configs.items()
+            if c.get("parallelism") == cfg["twin_of"] and c.get("model") == cfg.get("model")
+            and c.get("comm_bytes") == cfg.get("comm_bytes")
+        ]
+        twin = _slowdown(summary, twin_id)
+        real = _slowdown(summary, peers[0]) if peers else None
+        w, edge = cfg.get("ranks"), VALIDATION_POINTS / 100
+        base = {
+            "figure": "contention", "item": ITEM, "expected": "0",
+            "tolerance": f"{edge:g}", "statement": (
+                f"the NCCL-shaped stand-in slows the matmul as {w} co-located NCCL ranks do, "
+                f"within {VALIDATION_POINTS:g} points"),
+            "metric": "slowdown", "unit": "ratio", "kind": "derived",
+            "source": "artifact: stand-in validation", "item_type": "check", "config_id": twin_id,
+        }
+        if twin is None or real is None:
+            missing = twin_id if twin is None else (peers[0] if peers else cfg["twin_of"])
+            out.append(base | {"mean": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+                               "verdict": "not run", "n": 0, "ci_method": "",
+                               "reason": as_sentence(f"no Eq. 1 rows for {missing}")})
+            continue
+        d, lo, hi, n = difference(twin, real)
+        verdict, why = equivalence(lo, hi, n, (-edge, edge), percent=True)
+        out.append(base | {
+            "mean": d, "ci_low": lo, "ci_high": hi, "verdict": verdict, "n": n,
+            "ci_method": "Welch t on the two t intervals",
+            "reason": as_sentence(
+                f"{WORDS[verdict]}: stand-in {100 * twin['mean']:+.2f} % vs co-located NCCL "
+                f"{100 * real['mean']:+.2f} % (W = {w}, {cfg.get('ctas')} CTAs in all, paced to "
+                f"{cfg.get('paced_to_ms', math.nan):.3g} ms a collective); difference "
+                f"{100 * d:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}]; {why}"),
+        })
+    return out

@@ -1,0 +1,214 @@
+"""`--colocate W`: W real NCCL ranks on one GPU, in one process, one thread a rank.
+
+NCCL 2.30 and later can place several ranks on one GPU (NCCL_MULTI_RANK_GPU_ENABLE=1,
+experimental; NVLS off). Each rank gets its own communicator (a ProcessGroupNCCL over an
+in-process store), its own thread and stream and its own buffer; rank 0's thread is the
+caller's, which also runs the compute. So NCCL's own kernels, with their CTAs, protocol
+and memory traffic, run beside the matmul: the ground truth the NCCL-shaped stand-in is
+validated against (artifact.workloads.nccl_shaped). The total CTAs are capped at C across
+the ranks (C // W a communicator, NCCL's min = max CTA setting). Nothing changes the
+GPU's settings and no MPS daemon is started: threads share one CUDA context.
+
+On a CPU the same harness runs gloo groups (the tests' path). What NCCL chose (version,
+algorithm, protocol, channels) is read from its own log by `probe`, in a process of its
+own so that the measured run does not log a line per collective.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+import torch.distributed as dist
+
+from artifact.core.errors import ArtifactError
+
+MIN_NCCL = (2, 30)
+NCCL_WHEEL = "nvidia-nccl-cu13==2.32.3"
+# set before NCCL initialises (the worker does, for the figures that co-locate)
+NCCL_ENV = {"NCCL_MULTI_RANK_GPU_ENABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+_TIMEOUT = datetime.timedelta(seconds=600)
+
+
+def nccl_version() -> tuple[int, ...]:
+    """The NCCL this torch loaded (the seam the tests replace)."""
+    return tuple(torch.cuda.nccl.version())
+
+
+def refusal(version: tuple[int, ...] | None = None) -> str | None:
+    """Why co-located NCCL ranks cannot run here (one line), or None where they can."""
+    version = version if version is not None else nccl_version()
+    if tuple(version[:2]) >= MIN_NCCL:
+        return None
+    have = ".".join(str(v) for v in version)
+    return (
+        f"co-located NCCL ranks need NCCL {MIN_NCCL[0]}.{MIN_NCCL[1]} or newer "
+        f"(NCCL_MULTI_RANK_GPU_ENABLE); this torch loads NCCL {have}; install "
+        f"`pip install --no-deps {NCCL_WHEEL}` into the environment (torch pins an older one)"
+    )
+
+
+def ctas_per_rank(total: int | None, world: int) -> int | None:
+    """Each communicator's CTAs so that the ranks together hold at most `total`."""
+    return None if total is None else max(1, total // world)
+
+
+class Colocated:
+    """W ranks of one backend (nccl on a GPU, gloo on a CPU) in this process."""
+
+    def __init__(self, world: int, device: torch.device, ctas_total: int | None = None):
+        if world < 2:
+            raise ArtifactError(f"--colocate {world}: accepted: an integer of 2 or more (ranks)")
+        self.world, self.device = world, device
+        self.cuda = device.type == "cuda"
+        self.ctas = ctas_per_rank(ctas_total, world) if self.cuda else None
+        if self.cuda:
+            for k, v in NCCL_ENV.items():
+                os.environ.setdefault(k, v)
+        # one thread a peer rank, so each rank's collectives are issued in order
+        self._threads = [
+            ThreadPoolExecutor(1, initializer=self._bind, thread_name_prefix=f"rank{r}")
+            for r in range(1, world)
+        ]
+        self._streams = [torch.cuda.Stream(device) for _ in range(world)] if self.cuda else []
+        self._buffers: dict[tuple, list[torch.Tensor]] = {}
+        store = dist.HashStore()
+        futures = [t.submit(self._group, store, r) for r, t in enumerate(self._threads, 1)]
+        self.groups = [self._group(store, 0)] + [f.result() for f in futures]
+
+    def _bind(self) -> None:
+        if self.cuda:
+            torch.cuda.set_device(self.device)
+
+    def _group(self, store, rank: int):
+        prefix = dist.PrefixStore("colocate", store)
+        if not self.cuda:
+            return dist.ProcessGroupGloo(prefix, rank, self.world, _TIMEOUT)
+        opts = dist.ProcessGroupNCCL.Options()
+        if self.ctas:
+            opts.config.min_ctas = self.ctas
+            opts.config.max_ctas = self.ctas
+        return dist.ProcessGroupNCCL(prefix, rank, self.world, opts)
+
+    def _peer_buffer(self, rank: int, like: torch.Tensor) -> torch.Tensor:
+        key = (like.numel(), like.dtype)
+        if key not in self._buffers:  # each peer's own data, as a real rank has
+            self._buffers[key] = [torch.randn_like(like) for _ in range(1, self.world)]
+        return self._buffers[key][rank - 1]
+
+    def all_reduce(self, buf: torch.Tensor, full: torch.Tensor | None = None) -> _Work:
+        """Every rank all-reduces (SUM) its buffer of `buf`'s size; returns rank 0's handle,
+        whose wait() waits for every rank. `full`: the buffer `buf` is a slice of (a
+        zero-byte control), so the peers' buffers are allocated once at full size."""
+        like = full if full is not None else buf
+        event = None
+        if self.cuda:  # every rank starts after the compute queued before, as rank 0 does
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(self.device))
+        futures = [
+            t.submit(self._peer, r, self._peer_buffer(r, like)[: buf.numel()], event)
+            for r, t in enumerate(self._threads, 1)
+        ]
+        work = self.groups[0].allreduce([buf], _sum())
+        return _Work(work, [f.result() for f in futures], self.cuda)
+
+    def _peer(self, rank: int, buf: torch.Tensor, event):
+        group = self.groups[rank]
+        if not self.cuda:
+            return group.allreduce([buf], _sum())
+        stream = self._streams[rank]
+        stream.wait_event(event)
+        with torch.cuda.stream(stream):
+            group.allreduce([buf], _sum()).wait()  # this stream waits for the collective
+            done = torch.cuda.Event()
+            done.record(stream)
+        return done
+
+    def close(self) -> None:
+        for t in self._threads:
+            t.shutdown()
+
+
+def _sum():
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist.ReduceOp.SUM
+    return opts
+
+
+class _Work:
+    """Rank 0's work handle; wait() also waits for the peers (their events on a GPU)."""
+
+    def __init__(self, work, peers: list, cuda: bool):
+        self.work, self.peers, self.cuda = work, peers, cuda
+
+    def wait(self, timeout=None) -> bool:
+        self.work.wait()
+        for p in self.peers:
+            if self.cuda:
+                torch.cuda.current_stream().wait_event(p)
+            else:
+                p.wait()
+        return True
+
+
+# --- what NCCL chose, from its own log ------------------------------------------------
+
+ALGOS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
+PROTOS = ("LL", "LL128", "Simple")
+_VERSION = re.compile(r"NCCL version ([0-9.]+)")
+_CHANNELS = re.compile(r"(\d+) coll channels")
+_TUNING = re.compile(r"(\d+) Bytes -> Algo (\d+) proto (\d+)")
+
+
+def parse_log(text: str, nbytes: int) -> dict:
+    """NCCL's version, ring channels a rank, and the algorithm and protocol it chose for an
+    all-reduce of `nbytes` (the last such line), from an INFO log (INIT and TUNING)."""
+    version = _VERSION.search(text)
+    channels = [int(c) for c in _CHANNELS.findall(text)]
+    chosen = [(int(a), int(p)) for b, a, p in _TUNING.findall(text) if int(b) == nbytes]
+    algo, proto = chosen[-1] if chosen else (None, None)
+    return {
+        "nccl_version": version.group(1) if version else None,
+        "nccl_channels": max(channels) if channels else None,
+        "nccl_algo": ALGOS[algo] if algo is not None and algo < len(ALGOS) else algo,
+        "nccl_proto": PROTOS[proto] if proto is not None and proto < len(PROTOS) else proto,
+    }
+
+
+def probe(world: int, ctas_total: int | None, nbytes: int, timeout_s: float = 120) -> dict:
+    """What NCCL chooses for W co-located ranks and this all-reduce: one all-reduce in a
+    process of its own with NCCL's INFO log on (INIT, TUNING), parsed. A failure is data:
+    {'nccl_probe_error': why}."""
+    env = {**os.environ, **NCCL_ENV, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING"}
+    cmd = [sys.executable, "-m", "artifact.run.colocate", str(world), str(ctas_total or 0),
+           str(nbytes)]
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"nccl_probe_error": f"no answer in {timeout_s:.0f} s"}
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return {"nccl_probe_error": f"exit {done.returncode}: {last[:200]}"}
+    return parse_log(done.stdout + done.stderr, nbytes)
+
+
+def _probe_main(argv: list[str]) -> None:
+    world, ctas, nbytes = (int(a) for a in argv)
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    ranks = Colocated(world, device, ctas or None)
+    buf = torch.ones(nbytes // 4, device=device)
+    ranks.all_reduce(buf).wait()
+    torch.cuda.synchronize(device)
+    print(json.dumps({"sum_ok": bool((buf == world).all())}))
+    ranks.close()
+
+
+if __name__ == "__main__":
+    _probe_main(sys.argv[1:])
