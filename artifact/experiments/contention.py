@@ -123,7 +123,7 @@ def _refusal(ctx: RunContext, mech: Mechanism) -> str | None:
     """Why a mechanism cannot run here: its own reason, or too old an NCCL to co-locate."""
     if mech.refused:
         return mech.refused
-    if mech.comm == "coloc" and ctx.device.type == "cuda":
+    if (mech.comm == "coloc" or mech.twin_of) and ctx.device.type == "cuda":  # a twin times NCCL
         from artifact.run import colocate
 
         return colocate.refusal()

@@ -18,7 +18,7 @@ import pandas as pd
 from artifact.analyze.aggregate import gpus_in
 from artifact.figures import all_figures, paper_figures, spec_of
 from artifact.judge.verdicts import as_sentence, paper_items, tally
-from artifact.report import appendix, emulated, instrument, plots, validations
+from artifact.report import appendix, emulated, instrument, mechanisms, plots, validations
 from artifact.report.document import Doc, to_html, to_latex, to_markdown
 from artifact.report.facts import (
     TITLE,
@@ -199,6 +199,12 @@ def evaluation(doc: Doc, run: Results) -> list[Path]:
         doc.p(as_sentence(why))
     else:
         made += validations.contention_section(doc, run.summary, run.configs, _figures_dir(run))
+    doc.h(2, "What holds compute back on one GPU")
+    if why:
+        doc.p(as_sentence(why))
+    else:
+        made += mechanisms.section(doc, run.summary, run.configs, run.verdicts,
+                                   _figures_dir(run), bool(run.gpus))
     validations.validation_sections(doc, run.summary, run.configs, run.verdicts, not_run("v2", run))
     validations.power_sampling(doc, run.summary, run.provenance)
     instrument.passes_section(doc, run.summary)

@@ -224,6 +224,10 @@ def consistency_section(doc: Doc, summary: pd.DataFrame) -> None:
 
 
 def contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir: Path) -> list:
+    from artifact.report.mechanisms import axis_configs
+
+    axis = axis_configs(configs)  # one GPU's mechanism axis has a section of its own
+    summary = summary[~summary["config_id"].isin(axis)]
     png, boxed = plots.contention_figure(summary, configs, fig_dir, plots.PAPER_FIG8_POINT)
     point = plots.PAPER_FIG8_POINT
     where = (
