@@ -90,14 +90,7 @@ def _one_gpu_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
     ctas = comm_ctas or nccl_channels(gpu, w)
     no_ctas = None if ctas else f"no NCCL channel count known for GPU {gpu!r}; pass --comm-ctas"
     ctas = ctas or 16  # a label only: the row is refused
-    out = [
-        Mechanism("spin", f"sm-held-{c}cta", ONE_GPU_NOTES["spin"].format(ctas=c, ranks=w),
-                  {"ctas": c, "ranks": w, "link_gbps": link}, False, no_link)
-        for c in SM_HELD
-    ]
-    out.append(Mechanism("nccl-shaped", f"standin-{ctas}cta-w{w}",
-                         ONE_GPU_NOTES["nccl-shaped"].format(ctas=ctas, ranks=w),
-                         {"ctas": ctas, "ranks": w, "link_gbps": link}, False, no_link or no_ctas))
+    out = []  # co-located NCCL and its twins first: the validation is what matters most
     for cw in COLOCATED_WORLDS:
         coloc = f"coloc-nccl-{ctas}cta-w{cw}"
         out.append(Mechanism("coloc", coloc, ONE_GPU_NOTES["coloc"].format(ctas=ctas, ranks=cw),
@@ -106,4 +99,12 @@ def _one_gpu_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
                              ONE_GPU_NOTES["twin"].format(ctas=ctas, ranks=cw),
                              {"ctas": ctas, "ranks": cw, "copies": cw}, False, no_ctas,
                              twin_of=coloc))
+    out.append(Mechanism("nccl-shaped", f"standin-{ctas}cta-w{w}",
+                         ONE_GPU_NOTES["nccl-shaped"].format(ctas=ctas, ranks=w),
+                         {"ctas": ctas, "ranks": w, "link_gbps": link}, False, no_link or no_ctas))
+    out += [
+        Mechanism("spin", f"sm-held-{c}cta", ONE_GPU_NOTES["spin"].format(ctas=c, ranks=w),
+                  {"ctas": c, "ranks": w, "link_gbps": link}, False, no_link)
+        for c in SM_HELD
+    ]
     return out
