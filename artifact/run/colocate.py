@@ -37,7 +37,19 @@ _TIMEOUT = datetime.timedelta(seconds=600)
 
 
 def nccl_version() -> tuple[int, ...]:
-    """The NCCL this torch loaded (the seam the tests replace)."""
+    """The NCCL loaded in this process, asked at run time (the seam the tests replace):
+    torch.cuda.nccl.version() gives the version torch was built with, which a preloaded
+    newer libnccl does not change."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libnccl.so.2")  # the one already loaded, matched by its soname
+        code = ctypes.c_int()
+        if lib.ncclGetVersion(ctypes.byref(code)) == 0:
+            v = code.value  # 2.19+: major * 10000 + minor * 100 + patch
+            return (v // 10000, v // 100 % 100, v % 100)
+    except OSError:
+        pass
     return tuple(torch.cuda.nccl.version())
 
 
