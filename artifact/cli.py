@@ -449,7 +449,6 @@ def cmd_restore_caps(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from artifact.judge.compare import write_verdicts
     from artifact.judge.verdicts import row_kinds, tally
-
     from artifact.store import stale_summary
 
     out = Path(args.dir)  # Results.load names a missing folder
@@ -485,7 +484,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from artifact.report import write_report
-
     from artifact.store import stale_summary
 
     out = Path(args.dir)  # Results.load names a missing folder

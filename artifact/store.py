@@ -348,9 +348,7 @@ def check_uniform_env(records: Iterable[dict[str, Any]], allow_mixed: bool = Fal
     fps = list(prints.values())
     differing = sorted(k for k in fps[0] if any(fp[k] != fps[0][k] for fp in fps[1:]))
     # every value of each, so a folder of several commits names each commit
-    values = "; ".join(
-        f"{k}: {', '.join(sorted({str(fp[k]) for fp in fps}))}" for k in differing
-    )
+    values = "; ".join(f"{k}: {', '.join(sorted({str(fp[k]) for fp in fps}))}" for k in differing)
     raise ArtifactError(
         f"records come from {len(fps)} environments (differ in {values}); "
         "pass --allow-mixed to summarise them together"

@@ -6,6 +6,7 @@ at --rdzv-endpoint (the same command runs under SLURM's srun, one agent a node).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -211,10 +212,8 @@ class _Log:
 
     def __exit__(self, *exc: object) -> None:
         if self.f is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self.f.close()
-            except OSError:
-                pass
 
     def write(self, text: str) -> None:
         if self.f is None:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import logging
@@ -230,10 +231,8 @@ def clear_stale_build_locks(root: Path | None = None) -> list[Path]:
         if builders and all(orphaned(pid) for pid in builders):
             for pid in builders:
                 log.warning("killing pid %d (%s): a build a killed run left", pid, _cmdline(pid))
-                try:
+                with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
             builders = []
         if not builders:
             lock.unlink(missing_ok=True)
