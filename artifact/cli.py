@@ -164,9 +164,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_rendezvous(args.rdzv_endpoint, args.rdzv_timeout_s)
     # One run a folder: refuse a held folder before torch loads. The agents of a
     # multi-node run share theirs (one CLI a node, the same --out), so they take none.
-    lock = None if (args.nnodes or 1) == 1 else "shared by the run's nodes"
-    if lock is None and args.out and Path(args.out).is_dir():
-        lock = procs.FolderLock(Path(args.out)).acquire()
+    shared = (args.nnodes or 1) > 1
+    if not shared and args.out and Path(args.out).is_dir():
+        procs.FolderLock(Path(args.out)).check()  # taken below, once the run is known to fit
     device = resolve_device(args.device)
     preset = get_preset(args.preset or default_preset(device != "cpu"))
     if device == "cpu" and preset.device != "cpu":
@@ -195,7 +195,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # before anything is written: a full disk is one line here, not tracebacks mid-run
     check_space(out, disk_need(figure, preset, nproc, options, out), figure)
     out = ensure_writable(out)
-    lock = lock or procs.FolderLock(out).acquire()  # held until this process exits
+    lock = None if shared else procs.FolderLock(out).acquire()  # noqa: F841 (to the exit)
     runplan.record(
         out,
         figure=figure,

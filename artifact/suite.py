@@ -76,13 +76,16 @@ def run_all(
     "not run" with why, so the report lists them."""
     from artifact.store import RunStore, default_out_dir
 
-    if (rc := preflight.main(args)) != 0:
-        return rc
     args = list(args)
     if "--out" not in args:
         preset = _value(args, "--preset") or default_preset(_has_gpu())
         args += ["--out", str(default_out_dir(preset))]
     out = _value(args, "--out")
+    nodes = int(_value(args, "--nnodes") or 1)  # several: the nodes share it, as `run`'s do
+    if Path(out).is_dir() and nodes == 1:  # first, a folder another run writes: refused
+        procs.FolderLock(Path(out)).check()
+    if (rc := preflight.main(args)) != 0:
+        return rc
     left = _left_out(args, budget_s)
     lock = claim(args, Path(out), set(REGISTRY) - set(left))  # noqa: F841 (held to the end)
 
@@ -127,26 +130,22 @@ def _left_out(args: list[str], budget_s: float | None) -> dict[str, str]:
 
 
 def claim(args: list[str], out: Path, figures: set[str]):
-    """Before the first stage: the folder's lock (a folder another run writes is refused,
-    naming its pid, with nothing written), room for what the plan writes, and a
-    rendezvous that answers. Raises ArtifactError (one line, exit 2); returns the lock,
-    held until `all` ends."""
+    """Before the first stage: room for what the plan writes, the folder and its lock,
+    and a rendezvous that answers. Raises ArtifactError (one line, exit 2); returns the
+    lock (None for several nodes, which share the folder), held until `all` ends."""
     from artifact.budget import disk_left
     from artifact.store import check_space, ensure_writable
 
-    nodes = int(_value(args, "--nnodes") or 1)  # several: the nodes share it, as `run`'s do
-    lock = procs.FolderLock(out).acquire() if out.is_dir() and nodes == 1 else None
-    plan_argv = passed(args, ("--preset", "--gpus", "--emulate-world"))
-    check_space(out, disk_left(plan_argv, out, figures), "every figure")
-    ensure_writable(out)
-    if not lock and nodes == 1:
-        lock = procs.FolderLock(out).acquire()
     if endpoint := _value(args, "--rdzv-endpoint"):
         from artifact.run.launch import DEFAULT_RDZV_TIMEOUT_S, check_rendezvous
 
         bound = _value(args, "--rdzv-timeout-s")
         check_rendezvous(endpoint, float(bound) if bound else DEFAULT_RDZV_TIMEOUT_S)
-    return lock
+    nodes = int(_value(args, "--nnodes") or 1)
+    plan_argv = passed(args, ("--preset", "--gpus", "--emulate-world"))
+    check_space(out, disk_left(plan_argv, out, figures), "every figure")
+    ensure_writable(out)
+    return procs.FolderLock(out).acquire() if nodes == 1 else None
 
 
 def _figures_then_stages(args: list[str], out: str, left: dict[str, str], artifact, say) -> int:

@@ -77,9 +77,9 @@ class FolderLock:
         self.path = Path(out) / ".run.lock"
         self.fd: int | None = None
 
-    def acquire(self) -> FolderLock:
+    def _lock(self) -> int | None:
+        """The locked file's descriptor; None where `all`, our parent, holds the lock."""
         folder = self.path.parent
-        existed = self.path.exists()
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:  # a read-only folder, or no inode left
@@ -93,12 +93,19 @@ class FolderLock:
             os.close(fd)
             pid = holder.split()[0]
             if pid == str(os.getppid()) and _held_for_us(folder):
-                return self  # `all`, our parent, holds it for its stages
+                return None  # `all`, our parent, holds it for its stages
             cmd = _cmdline(int(pid)) if pid.isdigit() else ""
             raise ArtifactError(
                 f"'{folder}' is in use by another run (pid {pid}: {cmd or holder}); "
                 "wait for it, or give another --out"
             ) from None
+        return fd
+
+    def acquire(self) -> FolderLock:
+        folder = self.path.parent
+        existed = self.path.exists()
+        if (fd := self._lock()) is None:
+            return self
         try:
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()} {_cmdline(os.getpid())}\n".encode())
@@ -112,6 +119,17 @@ class FolderLock:
             ) from None
         self.fd = fd
         return self
+
+    def check(self) -> None:
+        """Refuse a folder another run holds (ArtifactError, as acquire does), taking
+        nothing and leaving no lock file it created: for a refusal before anything else
+        is checked or written; the run acquires later."""
+        existed = self.path.exists()
+        if (fd := self._lock()) is None:
+            return
+        if not existed:
+            self.path.unlink(missing_ok=True)
+        os.close(fd)
 
     def release(self) -> None:
         if self.fd is not None:
