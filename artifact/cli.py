@@ -402,9 +402,9 @@ def print_summary(df, title: str) -> None:
 
 
 def writer_lock(out: Path):
-    """One writer a folder: a stage that writes into `out` takes its lock (a missing
-    folder is left for Results.load to name)."""
-    return procs.FolderLock(out).acquire() if out.is_dir() else None
+    """One writer a folder: a stage that writes into `out` takes its lock. A folder
+    without records is left to the stage to name (nothing to write, no lock file left)."""
+    return procs.FolderLock(out).acquire() if (out / "records").is_dir() else None
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:

@@ -346,7 +346,7 @@ def test_a_disk_that_fills_mid_run_is_one_line_and_a_failed_status(mount_tmpfs):
     assert proc.returncode == 2, err[-3000:]
     assert "Traceback" not in err and "ChildFailedError" not in err, err[-3000:]
     errors = [ln for ln in err.splitlines() if "error" in ln.lower()]
-    assert len(errors) == 1 and "no space left" in errors[0] or "cannot write" in errors[0], err
+    assert len(errors) == 1 and ("no space left" in errors[0] or "cannot write" in errors[0]), err
     assert json.loads((out / "status" / "fig8.json").read_text())["status"] == "failed"
     assert not list(out.rglob(".*.tmp"))
     for p in out.glob("traces/**/*.json"):
