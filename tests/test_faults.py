@@ -74,17 +74,18 @@ def _fill(folder: Path) -> None:
 
 # --- F1: the run owns every process it starts, the op build included ---------------
 
-# A stand-in rank: torchrun makes each rank a session leader; it asks for its group's
-# end (or not), then starts a slow "build" (ninja with a compiler below it) and waits.
+# A stand-in rank: torchrun makes each rank a session leader; it asks for its children's
+# end (or not), then starts a slow "build": ninja, and a compiler below it that ninja puts
+# in a process group of its own (as the real ninja does).
 RANK = """
 import subprocess, sys, time
 from artifact.run import procs
 if sys.argv[1] == "reap":
     procs.reap_group_on_exit()
-build = subprocess.Popen(["sh", "-c", "sleep 120 & exec sleep 121"])
-time.sleep(0.5)
-children = open(f"/proc/{build.pid}/task/{build.pid}/children").read().split()
-print(build.pid, *children, flush=True)
+ninja = subprocess.Popen([sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '120'], process_group=0); time.sleep(121)"])
+time.sleep(1)
+children = open(f"/proc/{ninja.pid}/task/{ninja.pid}/children").read().split()
+print(ninja.pid, *children, flush=True)
 time.sleep(120)
 """
 

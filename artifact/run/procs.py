@@ -148,17 +148,21 @@ def suite_env(out: Path) -> dict[str, str]:
 
 
 def reap_group_on_exit() -> None:
-    """Kill this process's whole process group once this process is gone, however it ends.
+    """Kill every process this one started once it is gone, however it ends (Linux only).
 
-    A rank's children (torch's extension loader runs ninja, ninja the compilers) stay
-    in the rank's group, torchrun having made each rank a session leader. A forked
-    watcher waits on a pipe whose only writer is this process (non-inheritable, so the
-    children it execs never hold it); at this process's end, SIGKILL included, the read
-    returns and the watcher kills the group, itself last. Linux only."""
+    A rank's children: torch's extension loader runs ninja, and ninja puts each compiler
+    in a process group of its own (so that a terminal's Ctrl-C does not reach it), so
+    only the session holds them all; torchrun starts each rank in a session of its own.
+    A forked watcher waits on a pipe whose only writer is this process (non-inheritable:
+    the children it execs never hold it); at this process's end, SIGKILL included, the
+    read returns and the watcher kills every process of the session, itself last. Where
+    this process does not lead its session (a hand-made launch), its own process group
+    only: a terminal's session is not ours to kill."""
     if not sys.platform.startswith("linux"):
         return
-    if os.getpgid(0) != os.getpid():
-        os.setpgid(0, 0)  # not started as a leader (a hand-made launch): become one
+    leads_session = os.getsid(0) == os.getpid()
+    if not leads_session and os.getpgid(0) != os.getpid():
+        os.setpgid(0, 0)
     read_end, write_end = os.pipe()  # both close-on-exec (PEP 446)
     if os.fork() == 0:  # the watcher
         try:
@@ -172,11 +176,38 @@ def reap_group_on_exit() -> None:
             os.closerange(read_end + 1, 65536)
             while os.read(read_end, 1):
                 pass
+            if leads_session:
+                kill_session(os.getsid(0))
             os.killpg(os.getpgid(0), signal.SIGKILL)
         finally:
             os._exit(0)
     os.close(read_end)
     _WATCH.append(write_end)  # kept open for this process's life
+
+
+def _session(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat[stat.rfind(")") + 2 :].split()[3])  # state, ppid, pgrp, session
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session `sid` but this one; again while any is left (a
+    build may start a compiler between one look and the kill)."""
+    me = os.getpid()
+    for _ in range(20):
+        found = [
+            int(e.name)
+            for e in Path("/proc").iterdir()
+            if e.name.isdigit() and int(e.name) != me and _session(int(e.name)) == sid
+        ]
+        if not found:
+            return
+        for pid in found:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 _WATCH: list[int] = []
