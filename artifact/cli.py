@@ -402,9 +402,11 @@ def print_summary(df, title: str) -> None:
 
 
 def writer_lock(out: Path):
-    """One writer a folder: a stage that writes into `out` takes its lock. A folder
-    without records is left to the stage to name (nothing to write, no lock file left)."""
-    return procs.FolderLock(out).acquire() if (out / "records").is_dir() else None
+    """One writer a folder: a stage that writes into `out` takes its lock. A folder a
+    run has written (its lock file, or records) is locked; any other is left to the
+    stage to refuse, with no lock file left behind."""
+    ran = (out / ".run.lock").is_file() or (out / "records").is_dir()
+    return procs.FolderLock(out).acquire() if ran else None
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:

@@ -173,8 +173,7 @@ HOLD = "import sys, time; from artifact.run import procs; procs.FolderLock(sys.a
 def held(tmp_path):
     """A results folder whose lock another process holds: (folder, that process)."""
     out = tmp_path / "run"
-    out.mkdir()
-    (out / "records").mkdir()
+    out.mkdir()  # a run that has not written a record yet: its lock alone
     (out / "summary.csv").write_text("figure\n")
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(out)], cwd=ROOT, stdout=subprocess.PIPE, text=True
@@ -202,7 +201,7 @@ def test_summarize_compare_and_report_take_the_folders_lock(held, command):
     res = run_cli(command, str(out), timeout=120)
     assert res.returncode == 2, res.stderr
     assert res.stderr.count("\n") == 1 and f"pid {holder.pid}" in res.stderr, res.stderr
-    assert sorted(p.name for p in out.iterdir()) == [".run.lock", "records", "summary.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [".run.lock", "summary.csv"]
 
 
 def test_the_stages_all_starts_write_under_its_lock(tmp_path):
