@@ -213,10 +213,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if (args.nnodes or 1) == 1 and store.finished(figure, reps, nproc):
         # The ranks would find every repetition on disk and skip it; starting them costs
         # 15-19 s a figure on a GPU (torchrun, imports, process group) in a resumed suite.
-        console.print(
-            f"{figure}: all {reps} repetitions of every configuration are on disk "
-            f"(status/{figure}.json); nothing to run"
-        )
+        if store.status()[figure]["status"] == "not run":  # this machine cannot run it
+            done = "recorded 'not run' by this plan's ranks on this machine"
+        else:
+            done = f"all {reps} repetitions of every configuration are on disk"
+        console.print(f"{figure}: {done} (status/{figure}.json); nothing to run")
         return _print_outcome(args, store, figure, out)
     return launch_and_report(
         args, figure, preset.name, device, out, reps, nproc, options, rank_env=rank_env
