@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 from artifact.core.errors import ArtifactError
 
@@ -77,3 +78,23 @@ def select(run_args: list[str], budget_s: float) -> tuple[list[str], dict[str, s
                 f"was left; it would feed {new} more of the paper's items"
             )
     return [f for f in figures if f in kept], left
+
+
+def disk_left(plan_argv: list[str], out: Path, figures: set[str] | None = None) -> int | None:
+    """Bytes the plan (`plan PLAN_ARGV`) still has to write into `out`: its disk estimate
+    (records and repetition 0's traces) of `figures` (None: all), less what their records
+    and traces already hold there. None where the plan cannot price it."""
+    from artifact import plan
+
+    ap = argparse.ArgumentParser(add_help=False)
+    plan.add_arguments(ap)
+    try:
+        rows = plan.plan(ap.parse_args(plan_argv))[2]
+    except (ArtifactError, SystemExit):
+        return None
+    rows = [r for r in rows if figures is None or r.figure in figures]
+    held = 0
+    for fig in {r.figure for r in rows}:
+        for d in (Path(out) / "records" / fig, Path(out) / "traces" / fig):
+            held += sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+    return max(0, sum(r.records_bytes + r.traces_bytes for r in rows) - held)

@@ -59,7 +59,7 @@ def resolve_device(requested: str) -> str:
 
 def run_options(args: argparse.Namespace) -> RunOptions:
     """The experiment's knobs from the flags, every one checked before torch loads."""
-    for name in ("reps", "gpus", "nproc", "nnodes", "hang_timeout_s"):
+    for name in ("reps", "gpus", "nproc", "nnodes", "hang_timeout_s", "rdzv_timeout_s"):
         check_positive(f"--{name.replace('_', '-')}", getattr(args, name))
     if args.nnodes and args.nnodes > 1 and not args.rdzv_endpoint:
         raise ArtifactError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
@@ -142,18 +142,34 @@ def processes(args: argparse.Namespace, device: str, preset, emulated: bool = Fa
     return nproc
 
 
+def disk_need(figure: str, preset, nproc: int, options: RunOptions, out: Path) -> int | None:
+    """What `figure` still writes into `out`, by the plan's disk estimate (None: unknown)."""
+    from artifact.budget import disk_left
+
+    argv = [figure, "--preset", preset.name]
+    if options.emulate_world:
+        argv += ["--emulate-world", str(options.emulate_world)]
+    elif preset.device != "cpu":
+        argv += ["--gpus", str(nproc)]
+    return disk_left(argv, out, {figure})
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from artifact.store import RunStore, default_out_dir, ensure_writable
+    from artifact.store import RunStore, check_space, default_out_dir, ensure_writable
 
     spec = spec_of(args.figure)
     figure = spec.records  # fig5 is drawn from fig4's records
     progress.figure_of()  # a bad ARTIFACT_FIGURE_OF (nox -s all sets it) before anything is written
     options = run_options(args)
+    if args.rdzv_endpoint:  # bounded: an unreachable endpoint is one line, not minutes
+        from artifact.run.launch import check_rendezvous
+
+        check_rendezvous(args.rdzv_endpoint, args.rdzv_timeout_s)
     # One run a folder: refuse a held folder before torch loads. The agents of a
     # multi-node run share theirs (one CLI a node, the same --out), so they take none.
-    lock = None if (args.nnodes or 1) == 1 else "shared by the run's nodes"
-    if lock is None and args.out and Path(args.out).is_dir():
-        lock = procs.FolderLock(Path(args.out)).acquire()
+    shared = (args.nnodes or 1) > 1
+    if not shared and args.out and Path(args.out).is_dir():
+        procs.FolderLock(Path(args.out)).check()  # taken below, once the run is known to fit
     device = resolve_device(args.device)
     preset = get_preset(args.preset or default_preset(device != "cpu"))
     if device == "cpu" and preset.device != "cpu":
@@ -179,8 +195,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         default_reps=spec_of(figure).default_reps(preset),
         options=options,
     )
+    # before anything is written: a full disk is one line here, not tracebacks mid-run
+    check_space(out, disk_need(figure, preset, nproc, options, out), figure)
     out = ensure_writable(out)
-    lock = lock or procs.FolderLock(out).acquire()  # held until this process exits
+    lock = None if shared else procs.FolderLock(out).acquire()  # noqa: F841 (to the exit)
     runplan.record(
         out,
         figure=figure,
@@ -198,10 +216,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if (args.nnodes or 1) == 1 and store.finished(figure, reps, nproc):
         # The ranks would find every repetition on disk and skip it; starting them costs
         # 15-19 s a figure on a GPU (torchrun, imports, process group) in a resumed suite.
-        console.print(
-            f"{figure}: all {reps} repetitions of every configuration are on disk "
-            f"(status/{figure}.json); nothing to run"
-        )
+        if store.status()[figure]["status"] == "not run":  # this machine cannot run it
+            done = "recorded 'not run' by this plan's ranks on this machine"
+        else:
+            done = f"all {reps} repetitions of every configuration are on disk"
+        console.print(f"{figure}: {done} (status/{figure}.json); nothing to run")
         return _print_outcome(args, store, figure, out)
     return launch_and_report(
         args, figure, preset.name, device, out, reps, nproc, options, rank_env=rank_env
@@ -257,6 +276,7 @@ def _launch(args, log_path, figure, preset, device, out, reps, nproc, options, r
             options=options,
             nnodes=args.nnodes or 1,
             rdzv_endpoint=args.rdzv_endpoint,
+            rdzv_timeout_s=args.rdzv_timeout_s,
         )
 
 
@@ -292,15 +312,25 @@ def launch_and_report(
         why = interrupted_by(e)
         store.write_status(figure, "failed", f"interrupted by {why} (log: logs/{figure}.log)")
         return _interrupted(store, figure, why, reps, out)
+    # The ranks are done: a Ctrl-C from here on stops the CLI at once (exit 130; every
+    # record and the status are written already), with no "after the repetition" to wait for
+    STOP_FILE[:] = []
     rc = outcome.returncode
     status = store.status().get(figure, {})
     if stop.exists():  # a first Ctrl-C: the ranks stopped between repetitions, if not done
-        stop.unlink()
+        stop.unlink(missing_ok=True)
         if status.get("interrupted"):
             return _interrupted(store, figure, "Ctrl-C (between repetitions)", reps, out)
+        if rc == 0:
+            err_console.print(
+                f"{figure}: the Ctrl-C came after the last repetition: {figure} finished"
+            )
     if outcome.hung:
         store.write_status(figure, "failed", f"{outcome.hung} (log: logs/{figure}.log)")
         status = store.status()[figure]
+    if outcome.error:  # a rank's own one line (a full disk): the run's error, exit 2
+        store.write_status(figure, "failed", f"{outcome.error} (log: logs/{figure}.log)")
+        raise ArtifactError(f"{figure}: {outcome.error}")
     if rc != 0 or status.get("status") in (None, "running"):
         if status.get("status") != "failed":  # the rank that failed did not say why itself
             error = launch.last_error(log_path) or "no error message; see the log"
@@ -375,10 +405,19 @@ def print_summary(df, title: str) -> None:
         console.print(table)
 
 
+def writer_lock(out: Path):
+    """One writer a folder: a stage that writes into `out` takes its lock. A folder a
+    run has written (its lock file, or records) is locked; any other is left to the
+    stage to refuse, with no lock file left behind."""
+    ran = (out / ".run.lock").is_file() or (out / "records").is_dir()
+    return procs.FolderLock(out).acquire() if ran else None
+
+
 def cmd_summarize(args: argparse.Namespace) -> int:
     from artifact.analyze.summarize import write_summary
 
     out = Path(args.dir)
+    lock = writer_lock(out)  # noqa: F841 (held until this process exits)
     summary = write_summary(out, allow_mixed=args.allow_mixed)
     if args.brief:
         configs = summary.groupby(["figure", "config_id"]).ngroups
@@ -416,9 +455,17 @@ def cmd_restore_caps(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from artifact.judge.compare import write_verdicts
     from artifact.judge.verdicts import row_kinds, tally
+    from artifact.store import stale_summary
 
     out = Path(args.dir)  # Results.load names a missing folder
+    lock = writer_lock(out)  # noqa: F841 (held until this process exits)
+    if stale := stale_summary(out):  # judged from the records as they are now
+        from artifact.analyze.summarize import write_summary
+
+        console.print(f"{out / 'summary.csv'} is older than {stale} record(s): summarizing again")
+        write_summary(out)
     verdicts = write_verdicts(out)
+    say_commits(out)
     if verdicts["verdict"].isin(("not applicable", "not run")).all():
         # nothing judged (a CPU run): a line a verdict and reason, not a table of
         # identical rows
@@ -443,14 +490,45 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from artifact.report import write_report
+    from artifact.store import stale_summary
 
     out = Path(args.dir)  # Results.load names a missing folder
+    lock = writer_lock(out)  # noqa: F841 (held until this process exits)
+    if stale := stale_summary(out):
+        raise ArtifactError(
+            f"'{out / 'summary.csv'}' is older than {stale} record(s): run "
+            f"`{invocation()} compare {out}` first (it summarizes again), then report"
+        )
+    verdicts, summary = out / "verdicts.csv", out / "summary.csv"
+    if (
+        verdicts.is_file()
+        and summary.is_file()
+        and summary.stat().st_mtime_ns > verdicts.stat().st_mtime_ns
+    ):
+        raise ArtifactError(
+            f"'{verdicts}' is older than summary.csv: run `{invocation()} compare {out}` first"
+        )
     report = write_report(out)
+    say_commits(out)
     lines = (report / "appendix.md").read_text().splitlines()
     first = next(line for line in lines if line and not line.startswith("#"))  # past the title
     console.print(Markdown(first))  # its **bold**, not the asterisks
     console.print(f"report: {report / 'appendix.html'}")
     return 0
+
+
+def say_commits(out: Path) -> None:
+    """A folder whose records come from several commits (summarised with --allow-mixed)
+    names every one of them, not only the first record's."""
+    from artifact.store import commits
+
+    found = commits(out)
+    if len(found) > 1:
+        console.print(
+            f"records in {out} come from {len(found)} commits: {', '.join(found)}",
+            markup=False,
+            highlight=False,
+        )
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -480,7 +558,12 @@ def cmd_all(args: argparse.Namespace) -> int:
     from artifact.suite import run_all
 
     run_args, budget_s = budget.pop(args.run_args)  # `all`'s own flag; the rest go to `run`
+    # everything `all` will need, checked before it runs anything: the flags, and
+    # expected/ (compare's input, read at the end); the folder and the rendezvous: run_all
     check_run_args(run_args)
+    from artifact.judge.expected import load_expected
+
+    load_expected()
     return run_all(
         run_args,
         say=lambda line: console.print(line, markup=False, highlight=False),
@@ -567,6 +650,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--nnodes", type=int, help="nodes (torchrun rendezvous)")
     run.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous, with --nnodes")
+    run.add_argument(
+        "--rdzv-timeout-s",
+        type=float,
+        default=60.0,
+        help="how long to wait for the rendezvous: its host to answer, the nodes to join "
+        "(default 60)",
+    )
     run.add_argument(
         "--allow-power-cap",
         action="store_true",

@@ -35,6 +35,10 @@ os.umask(UMASK)  # ... and put it back
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]*$")
 
 
+class NoSpace(ArtifactError):
+    """A write ran out of disk space (ENOSPC): one line naming the file and the space."""
+
+
 def atomic_write(path: Path, write: Callable[[IO[str]], object]) -> None:
     """Call write(file) on a hidden temporary file, then rename it to `path` (never half-seen)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -52,7 +56,7 @@ def atomic_write(path: Path, write: Callable[[IO[str]], object]) -> None:
         if e.errno != errno.ENOSPC:
             raise
         free = os.statvfs(path.parent).f_bavail * os.statvfs(path.parent).f_frsize
-        raise ArtifactError(
+        raise NoSpace(
             f"no space left writing '{path}': it ran out after {written} bytes with "
             f"{free} bytes free; free at least {max(written, 1 << 20)} bytes and re-run "
             "(finished repetitions are kept)"
@@ -91,6 +95,59 @@ def ensure_writable(out: Path) -> Path:
     except OSError as e:
         raise ArtifactError(f"cannot write to output folder '{out}': {e.strerror}") from None
     return out
+
+
+def free_bytes(folder: Path) -> int:
+    """Space this user may still write under `folder` (its nearest existing parent)."""
+    folder = Path(folder).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
+# Beyond the plan's records and traces: logs, status, plan.json, summary.csv, verdicts.csv
+FREE_FLOOR = 1 << 20
+
+
+def check_space(out: Path, need: int | None, what: str, free: int | None = None) -> None:
+    """Refuse a run the folder cannot hold, before any rank starts: `need` is the plan's
+    disk estimate of what is still to write (None: not known, the floor alone)."""
+    from artifact.core.units import size
+
+    free = free_bytes(out) if free is None else free
+    total = (need or 0) + FREE_FLOOR
+    if free < total:
+        estimate = f"the plan estimates {size(need)} for {what}, " if need else ""
+        raise ArtifactError(
+            f"not enough space in '{out}': {size(free)} free; {estimate}"
+            f"{size(total)} with logs and tables; free some space, or give another --out"
+        )
+
+
+def stale_summary(out: Path) -> int:
+    """How many records are newer than OUT/summary.csv (0: none, or no summary)."""
+    summary = Path(out) / "summary.csv"
+    if not summary.is_file():
+        return 0
+    at = summary.stat().st_mtime_ns
+    return sum(p.stat().st_mtime_ns > at for p in Path(out).glob("records/**/rep-*.json"))
+
+
+def commits(out: Path) -> list[str]:
+    """Every git commit the folder's records name, in order of first appearance."""
+    found: dict[str, None] = {}
+    for path in sorted(Path(out).glob("records/**/rep-*.json")):
+        try:  # read as text: a record is written with sorted keys, one a line
+            m = _COMMIT.search(path.read_text(errors="replace"))
+        except OSError:
+            continue
+        if m:
+            found[m.group(1)] = None
+    return list(found)
+
+
+_COMMIT = re.compile(r'"git_commit": "([^"]+)"')
 
 
 def default_out_dir(preset: str, root: Path | None = None) -> Path:
@@ -206,7 +263,8 @@ class RunStore:
     def finished(self, figure: str, reps: int, processes: int) -> bool:
         """Whether a run with this plan (`reps`, `processes`) already finished `figure`.
 
-        True only when its status is 'ran' with the stamp the ranks write at the end of a
+        True only when its status is 'ran' (or 'not run': this machine cannot run it, as
+        the ranks found) with the stamp the ranks write at the end of a
         whole run (`finished`: repetitions, processes, records), for the same repetitions
         and processes, with no configuration 'failed' (a resume runs those again) and
         every record it counted still on disk. Then the ranks would find every repetition
@@ -214,7 +272,7 @@ class RunStore:
         status = self.status().get(figure, {})
         stamp = status.get("finished")
         return (
-            status.get("status") == "ran"
+            status.get("status") in ("ran", "not run")
             and isinstance(stamp, dict)
             and stamp.get("reps") == reps
             and stamp.get("processes") == processes
@@ -244,7 +302,13 @@ class RunStore:
         body = {"figure": figure, "status": status, "reason": reason, **details}
         if "configs" not in details and old.get("configs"):
             body["configs"] = old["configs"]
-        atomic_write(path, lambda f: dump_json(body, f))
+        try:
+            atomic_write(path, lambda f: dump_json(body, f))
+        except NoSpace:
+            # a full disk: the old status (a `running` that is no longer true) gives its
+            # block back to the new one, read above; once more, then the error stands
+            path.unlink(missing_ok=True)
+            atomic_write(path, lambda f: dump_json(body, f))
         return path
 
     def write_config_status(self, figure: str, config_id: str, status: str, reason: str) -> Path:
@@ -283,7 +347,9 @@ def check_uniform_env(records: Iterable[dict[str, Any]], allow_mixed: bool = Fal
         return
     fps = list(prints.values())
     differing = sorted(k for k in fps[0] if any(fp[k] != fps[0][k] for fp in fps[1:]))
+    # every value of each, so a folder of several commits names each commit
+    values = "; ".join(f"{k}: {', '.join(sorted({str(fp[k]) for fp in fps}))}" for k in differing)
     raise ArtifactError(
-        f"records come from {len(fps)} environments (differ in: {', '.join(differing)}); "
+        f"records come from {len(fps)} environments (differ in {values}); "
         "pass --allow-mixed to summarise them together"
     )

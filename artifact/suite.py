@@ -23,7 +23,7 @@ from pathlib import Path
 from artifact.core.config import default_preset
 from artifact.core.errors import Terminated, interrupted_by
 from artifact.figures import REGISTRY, own_records
-from artifact.run import preflight
+from artifact.run import preflight, procs
 from artifact.run.progress import FIGURE_ENV
 
 
@@ -76,16 +76,22 @@ def run_all(
     "not run" with why, so the report lists them."""
     from artifact.store import RunStore, default_out_dir
 
-    if (rc := preflight.main(args)) != 0:
-        return rc
     args = list(args)
     if "--out" not in args:
         preset = _value(args, "--preset") or default_preset(_has_gpu())
         args += ["--out", str(default_out_dir(preset))]
     out = _value(args, "--out")
+    nodes = int(_value(args, "--nnodes") or 1)  # several: the nodes share it, as `run`'s do
+    if Path(out).is_dir() and nodes == 1:  # first, a folder another run writes: refused
+        procs.FolderLock(Path(out)).check()
+    if (rc := preflight.main(args)) != 0:
+        return rc
+    left = _left_out(args, budget_s)
+    lock = claim(args, Path(out), set(REGISTRY) - set(left))  # noqa: F841 (held to the end)
 
     def artifact(*argv: str, env: dict[str, str] | None = None) -> int:
-        rc, why = child(list(argv), env)
+        # every stage writes under this suite's lock (procs.FolderLock)
+        rc, why = child(list(argv), {**(env or os.environ), **procs.suite_env(Path(out))})
         if why:
             raise Interrupted(why, argv[0], argv[1] if argv[0] == "run" else "")
         return rc
@@ -95,13 +101,8 @@ def run_all(
         at = passed(args, ("--preset", "--gpus", "--emulate-world"))
         if artifact("plan", "--summary", *at) not in (0, 2):  # 2: a plan it cannot draw
             return 1
-        left: dict[str, str] = {}
-        if budget_s is not None:
-            from artifact.budget import select
-
-            _, left = select(args, budget_s)
-            for fig, why in left.items():
-                RunStore(Path(out)).write_status(fig, "not run", why)
+        for fig, why in left.items():
+            RunStore(Path(out)).write_status(fig, "not run", why)
         return _figures_then_stages(args, out, left, artifact, say)
     except (Interrupted, Terminated, KeyboardInterrupt) as e:  # between stages too
         from artifact.cli import invocation  # the CLI that called this, loaded already
@@ -117,6 +118,34 @@ def run_all(
             file=sys.stderr,
         )
         return 130
+
+
+def _left_out(args: list[str], budget_s: float | None) -> dict[str, str]:
+    """{figure: why} of the figures a --budget leaves out (none without one)."""
+    if budget_s is None:
+        return {}
+    from artifact.budget import select
+
+    return select(args, budget_s)[1]
+
+
+def claim(args: list[str], out: Path, figures: set[str]):
+    """Before the first stage: room for what the plan writes, the folder and its lock,
+    and a rendezvous that answers. Raises ArtifactError (one line, exit 2); returns the
+    lock (None for several nodes, which share the folder), held until `all` ends."""
+    from artifact.budget import disk_left
+    from artifact.store import check_space, ensure_writable
+
+    if endpoint := _value(args, "--rdzv-endpoint"):
+        from artifact.run.launch import DEFAULT_RDZV_TIMEOUT_S, check_rendezvous
+
+        bound = _value(args, "--rdzv-timeout-s")
+        check_rendezvous(endpoint, float(bound) if bound else DEFAULT_RDZV_TIMEOUT_S)
+    nodes = int(_value(args, "--nnodes") or 1)
+    plan_argv = passed(args, ("--preset", "--gpus", "--emulate-world"))
+    check_space(out, disk_left(plan_argv, out, figures), "every figure")
+    ensure_writable(out)
+    return procs.FolderLock(out).acquire() if nodes == 1 else None
 
 
 def _figures_then_stages(args: list[str], out: str, left: dict[str, str], artifact, say) -> int:

@@ -126,7 +126,7 @@ def test_mixed_environments_are_refused_unless_allowed():
     with pytest.raises(ArtifactError) as e:
         check_uniform_env(mixed)
     assert str(e.value) == (
-        "records come from 2 environments (differ in: gpu_model, torch); "
+        "records come from 2 environments (differ in gpu_model: A100, H200; torch: 2.11, 2.4); "
         "pass --allow-mixed to summarise them together"
     )
     check_uniform_env(mixed, allow_mixed=True)

@@ -6,10 +6,13 @@ at --rdzv-endpoint (the same command runs under SLURM's srun, one agent a node).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from artifact.core.errors import ArtifactError
 from artifact.core.options import RunOptions
 from artifact.run import procs
 from artifact.run.progress import read_beacon
@@ -28,6 +32,13 @@ RUN_HEADER = "==== run:"  # starts each run's part of a figure's log
 RUN_END = "==== ended:"  # ends it: how the ranks ended and the run's wall time, start-up in
 # a Python exception's last line in the ranks' output ("ValueError: Type fp16 is not ...")
 _ERROR_LINE = re.compile(r"^(?:\[rank\d+\]:?\s*)?([A-Za-z_.]*(?:Error|Exception|Interrupt)\b:?.*)$")
+# a rank's own one-line error (worker.main: an ArtifactError, e.g. a full disk)
+_RANK_ERROR = re.compile(r"^(?:\[rank\d+\]:?\s*)?error: (.*)$")
+# torchrun's account of the rank that failed first, when a signal ended it
+_ROOT_CAUSE = re.compile(
+    r"Root Cause.*?rank\s*:\s*(\d+).*?traceback\s*:\s*Signal (\d+) \((\w+)\)", re.S
+)
+DEFAULT_RDZV_TIMEOUT_S = 60.0
 
 
 def torchrun_command(
@@ -41,6 +52,7 @@ def torchrun_command(
     options: RunOptions,
     nnodes: int = 1,
     rdzv_endpoint: str | None = None,
+    rdzv_timeout_s: float = DEFAULT_RDZV_TIMEOUT_S,
 ) -> list[str]:
     cmd = [sys.executable, "-m", procs.TORCHRUN, "--nproc-per-node", str(nproc)]
     if nnodes == 1 and rdzv_endpoint is None:
@@ -53,6 +65,9 @@ def torchrun_command(
             "c10d",
             "--rdzv-endpoint",
             str(rdzv_endpoint),
+            # the nodes' wait for each other, bounded as the CLI's reach of the endpoint is
+            "--rdzv-conf",
+            f"join_timeout={max(1, math.ceil(rdzv_timeout_s))}",
         ]
     cmd += [
         "-m",
@@ -89,6 +104,7 @@ def child_env(device: str, environ: dict[str, str] | None = None) -> dict[str, s
 class Outcome:
     returncode: int
     hung: str | None = None  # the watchdog's reason, when it stopped a hung run
+    error: str | None = None  # a rank's own one-line error (an ArtifactError: a full disk)
 
 
 def _watchdog(proc, progress: Path, last_output: list[float], hang_s: float, hung: list[str]):
@@ -129,7 +145,7 @@ def launch(
     env = {**child_env(kwargs["device"]), "PYTHONUNBUFFERED": "1", "ARTIFACT_HANG_S": str(hang_s)}
     env |= rank_env or {}  # the CLI's word on the GPUs' other processes (procs.gpus_idle_env)
     cli = os.getpid()  # torchrun's parent: if it is gone before torchrun's prctl, so is torchrun
-    with log_path.open("a", buffering=1) as log:  # by line: `tail -f` follows the run
+    with _Log(log_path) as log:  # by line: `tail -f` follows the run
         started = time.monotonic()
         log.write(f"{RUN_HEADER} {' '.join(torchrun_command(**kwargs))}\n")
         log.flush()
@@ -155,15 +171,16 @@ def launch(
             target=_watchdog, args=(proc, progress, last_output, hang_s, hung), daemon=True
         )
         watch.start()
+        shown = _Shown(echo or sys.stderr.write)
         try:
             for line in proc.stdout:
                 last_output[0] = time.time()
                 log.write(line)
-                (echo or sys.stderr.write)(line)
+                shown(line)
             rc = proc.wait()
             watch.join(timeout=60)
             log.write(f"{RUN_END} exit {rc} after {time.monotonic() - started:.1f} s\n")
-            return Outcome(rc, hung[0] if hung else None)
+            return Outcome(rc, hung[0] if hung else None, shown.error)
         except BaseException:
             # Interrupted: stop torchrun (it forwards the signal to every worker) and send
             # whatever the ranks still print, tracebacks of the interruption included, to
@@ -179,14 +196,133 @@ def launch(
             raise
 
 
+class _Log:
+    """The figure's log, line-buffered. A full disk stops the log, not the run: the lines
+    still reach the console, and `lost` says why the log ends early."""
+
+    def __init__(self, path: Path):
+        self.path, self.lost = path, ""
+        try:
+            self.f = path.open("a", buffering=1)
+        except OSError as e:
+            self.f, self.lost = None, e.strerror or str(e)
+
+    def __enter__(self) -> _Log:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.f is not None:
+            with contextlib.suppress(OSError):
+                self.f.close()
+
+    def write(self, text: str) -> None:
+        if self.f is None:
+            return
+        try:
+            self.f.write(text)
+        except OSError as e:
+            self.lost, self.f = e.strerror or str(e), None
+
+    def flush(self) -> None:
+        self.write("")
+
+
+class _Shown:
+    """The console's share of the ranks' output: once a rank has said its one-line
+    `error: ...` (worker.main), what follows (the other ranks losing their peer,
+    torchrun's report) goes to the log only."""
+
+    def __init__(self, echo: Callable[[str], Any]):
+        self.echo, self.error = echo, None
+
+    def __call__(self, line: str) -> None:
+        if self.error is not None:
+            return
+        if m := _RANK_ERROR.match(line.strip()):
+            self.error = m.group(1)[:300]  # the CLI's last line says it
+        else:
+            self.echo(line)
+
+
 def last_error(log_path: Path) -> str | None:
-    """The last exception line the ranks printed, if any."""
+    """Why the ranks failed, from this run's part of the log: a rank's own one-line error
+    (the first), else the last exception line, else the signal that killed a rank."""
     if not log_path.is_file():
         return None
     found = None
     text = log_path.read_text(errors="replace")
-    for line in text[text.rfind(RUN_HEADER) :].splitlines():  # this run's lines only
+    text = text[text.rfind(RUN_HEADER) :]  # this run's lines only
+    for line in text.splitlines():
+        if m := _RANK_ERROR.match(line.strip()):
+            return m.group(1)[:300]
         m = _ERROR_LINE.match(line.strip())
         if m and not m.group(1).startswith(("torch.distributed.elastic", "ChildFailedError")):
             found = m.group(1)
+    if found is None and (m := _ROOT_CAUSE.search(text)):
+        rank, number, name = m.groups()
+        return f"rank {rank} was killed by {name} (signal {number})"
     return found[:300] if found else None
+
+
+def _is_local(family: int, address: str) -> bool:
+    """Whether `address` is one of this machine's: binding to it works only here."""
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.bind((address, 0))
+        return True
+    except OSError:
+        return False
+
+
+def _resolve(host: str, port: int, timeout_s: float) -> list[tuple]:
+    """getaddrinfo within `timeout_s` (a resolver can stall for tens of seconds)."""
+    box: list = []
+
+    def look() -> None:
+        try:
+            box.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as e:
+            box.append(e)
+
+    t = threading.Thread(target=look, daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if not box:
+        raise OSError(f"no answer from the resolver in {timeout_s:g} s")
+    if isinstance(box[0], OSError):
+        raise box[0]
+    return box[0]
+
+
+def check_rendezvous(endpoint: str, timeout_s: float = DEFAULT_RDZV_TIMEOUT_S) -> None:
+    """Before torchrun starts: the rendezvous' host resolves and, where another machine
+    hosts it, answers on its port within `timeout_s` (tried each second: its node may
+    start a little later). A host of this machine is torchrun's own to start. Else one
+    line, "cannot reach the rendezvous at HOST:PORT (why)": torchrun itself waited about
+    two minutes and printed 94 lines of tracebacks."""
+    host, _, port = endpoint.rpartition(":")
+    host = host.strip("[]")
+    deadline = time.monotonic() + timeout_s
+    hint = "check --rdzv-endpoint, start the node that hosts it, or raise --rdzv-timeout-s"
+    try:
+        infos = _resolve(host, int(port), timeout_s)
+    except OSError as e:
+        why = e.strerror or str(e)
+        raise ArtifactError(
+            f"cannot reach the rendezvous at {endpoint} (host {host!r} not found: {why}); {hint}"
+        ) from None
+    if any(_is_local(family, addr[0]) for family, _, _, _, addr in infos):
+        return
+    why = "no answer"
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            with socket.create_connection((host, int(port)), timeout=max(0.1, min(5.0, left))):
+                return
+        except OSError as e:
+            why = e.strerror or str(e) or type(e).__name__
+        if time.monotonic() + 1 >= deadline:
+            raise ArtifactError(
+                f"cannot reach the rendezvous at {endpoint} ({why}, for {timeout_s:g} s); {hint}"
+            )
+        time.sleep(1)

@@ -8,10 +8,14 @@
   second run into the same folder is refused at once, naming the holder.
 - `clear_stale_build_locks()`: torch's extension loader guards a build with a lock file
   that a killed build leaves behind; the next run then waits on it forever, silently.
+- `reap_group_on_exit()`: a rank's own children (ninja and the compilers of DeepSpeed's
+  first-use op build) die with the rank, however it dies; PR_SET_PDEATHSIG reaches only
+  the rank itself, and an orphaned build once outlived a `kill -9` by 75 s.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import logging
@@ -57,35 +61,156 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+# `all` holds its folder's lock for the whole suite and names the folder here for the
+# stages it starts (run, summarize, compare, report), which then write under its lock
+SUITE_LOCK_ENV = "ARTIFACT_SUITE_LOCK"
+
+
 class FolderLock:
-    """An exclusive lock on a results folder, held until `release()` or process exit."""
+    """An exclusive lock on a results folder, held until `release()` or process exit.
+
+    Every command that writes into a folder takes it (run, all, summarize, compare,
+    report). A stage that `all` started finds the lock held by its parent, `all`, which
+    named the folder in SUITE_LOCK_ENV: it writes under that lock."""
 
     def __init__(self, out: Path):
         self.path = Path(out) / ".run.lock"
         self.fd: int | None = None
 
-    def acquire(self) -> FolderLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    def _lock(self) -> int | None:
+        """The locked file's descriptor; None where `all`, our parent, holds the lock."""
+        folder = self.path.parent
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:  # a read-only folder, or no inode left
+            raise ArtifactError(
+                f"cannot write to output folder '{folder}': {e.strerror}; give another --out"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.read(fd, 200).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             pid = holder.split()[0]
+            if pid == str(os.getppid()) and _held_for_us(folder):
+                return None  # `all`, our parent, holds it for its stages
             cmd = _cmdline(int(pid)) if pid.isdigit() else ""
             raise ArtifactError(
-                f"'{self.path.parent}' is in use by another run (pid {pid}: {cmd or holder}); "
+                f"'{folder}' is in use by another run (pid {pid}: {cmd or holder}); "
                 "wait for it, or give another --out"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()} {_cmdline(os.getpid())}\n".encode())
+        return fd
+
+    def acquire(self) -> FolderLock:
+        folder = self.path.parent
+        existed = self.path.exists()
+        if (fd := self._lock()) is None:
+            return self
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()} {_cmdline(os.getpid())}\n".encode())
+        except OSError as e:  # a full disk: leave no empty lock file behind
+            if not existed:
+                self.path.unlink(missing_ok=True)
+            os.close(fd)
+            raise ArtifactError(
+                f"cannot write to output folder '{folder}': {e.strerror}; "
+                "free some space, or give another --out"
+            ) from None
         self.fd = fd
         return self
+
+    def check(self) -> None:
+        """Refuse a folder another run holds (ArtifactError, as acquire does), taking
+        nothing and leaving no lock file it created: for a refusal before anything else
+        is checked or written; the run acquires later."""
+        existed = self.path.exists()
+        if (fd := self._lock()) is None:
+            return
+        if not existed:
+            self.path.unlink(missing_ok=True)
+        os.close(fd)
 
     def release(self) -> None:
         if self.fd is not None:
             os.close(self.fd)  # closing drops the flock
             self.fd = None
+
+
+def _held_for_us(folder: Path) -> bool:
+    held = os.environ.get(SUITE_LOCK_ENV)
+    return bool(held) and Path(held).resolve() == folder.resolve()
+
+
+def suite_env(out: Path) -> dict[str, str]:
+    """The environment entry by which `all`'s stages write under its lock."""
+    return {SUITE_LOCK_ENV: str(Path(out).resolve())}
+
+
+def reap_group_on_exit() -> None:
+    """Kill every process this one started once it is gone, however it ends (Linux only).
+
+    A rank's children: torch's extension loader runs ninja, and ninja puts each compiler
+    in a process group of its own (so that a terminal's Ctrl-C does not reach it), so
+    only the session holds them all; torchrun starts each rank in a session of its own.
+    A forked watcher waits on a pipe whose only writer is this process (non-inheritable:
+    the children it execs never hold it); at this process's end, SIGKILL included, the
+    read returns and the watcher kills every process of the session, itself last. Where
+    this process does not lead its session (a hand-made launch), its own process group
+    only: a terminal's session is not ours to kill."""
+    if not sys.platform.startswith("linux"):
+        return
+    leads_session = os.getsid(0) == os.getpid()
+    if not leads_session and os.getpgid(0) != os.getpid():
+        os.setpgid(0, 0)
+    read_end, write_end = os.pipe()  # both close-on-exec (PEP 446)
+    if os.fork() == 0:  # the watcher
+        try:
+            os.close(write_end)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_IGN)  # torchrun signals the group: not us
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):  # hold no pipe of torchrun's open: its reader waits on it
+                os.dup2(devnull, fd)
+            os.closerange(3, read_end)
+            os.closerange(read_end + 1, 65536)
+            while os.read(read_end, 1):
+                pass
+            if leads_session:
+                kill_session(os.getsid(0))
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.close(read_end)
+    _WATCH.append(write_end)  # kept open for this process's life
+
+
+def _session(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat[stat.rfind(")") + 2 :].split()[3])  # state, ppid, pgrp, session
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session `sid` but this one; again while any is left (a
+    build may start a compiler between one look and the kill)."""
+    me = os.getpid()
+    for _ in range(20):
+        found = [
+            int(e.name)
+            for e in Path("/proc").iterdir()
+            if e.name.isdigit() and int(e.name) != me and _session(int(e.name)) == sid
+        ]
+        if not found:
+            return
+        for pid in found:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+_WATCH: list[int] = []
 
 
 def extensions_dir() -> Path:
@@ -105,11 +230,11 @@ def built(op: str) -> bool:
     return any(any(root.glob(f"{layout.format(op=op)}/{op}.so")) for layout in LAYOUTS)
 
 
-def _building_now(build_dir: Path) -> bool:
-    """Whether a live process is compiling in `build_dir` (torch runs ninja there; the
+def _builders(build_dir: Path) -> list[int]:
+    """The live processes compiling in `build_dir` (torch runs ninja there; the
     compilers name it in their arguments). A rank waiting on the lock is not building:
     removing the lock is what frees it."""
-    me = os.getpid()
+    me, found = os.getpid(), []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
@@ -118,17 +243,47 @@ def _building_now(build_dir: Path) -> bool:
         except OSError:
             cwd = ""
         if cwd == str(build_dir) or str(build_dir) in _cmdline(int(entry.name)):
-            return True
-    return False
+            found.append(int(entry.name))
+    return found
+
+
+def _ppid(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat[stat.rfind(")") + 2 :].split()[1])  # after the command's parentheses
+
+
+def orphaned(pid: int) -> bool:
+    """Whether a build process has lost the Python process that started it: no ancestor
+    below PID 1 runs Python (torch's loader runs ninja from the rank). Such a build
+    belongs to a run that was killed, and nobody will ever release its lock."""
+    seen = set()
+    pid = _ppid(pid)
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        if "python" in _cmdline(pid).split(" ")[0]:
+            return False
+        pid = _ppid(pid)
+    return True
 
 
 def clear_stale_build_locks(root: Path | None = None) -> list[Path]:
-    """Remove extension build locks no live build can hold; returns what was removed."""
+    """Remove extension build locks no live build can hold; returns what was removed.
+    A build orphaned by a killed run is killed first (it would race the next build)."""
     removed = []
     root = root or extensions_dir()
     locks = {lock for layout in LAYOUTS for lock in root.glob(layout.format(op="*") + "/lock")}
     for lock in sorted(locks):
-        if not _building_now(lock.parent):
+        builders = _builders(lock.parent)
+        if builders and all(orphaned(pid) for pid in builders):
+            for pid in builders:
+                log.warning("killing pid %d (%s): a build a killed run left", pid, _cmdline(pid))
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            builders = []
+        if not builders:
             lock.unlink(missing_ok=True)
             removed.append(lock)
     return removed

@@ -637,15 +637,8 @@ def profiled_pass(
         if keep_trace and ctx.traces_dir is not None:
             ctx.traces_dir.mkdir(parents=True, exist_ok=True)
             path = ctx.traces_dir / f"{trace_name}-rank{ctx.rank}.json"
-        # exported under a temporary name, then renamed: a kill or a full disk never
-        # leaves a truncated trace under its final name
-        tmp_path = path.with_name(f".{path.name}.tmp")
-        try:
-            prof.export_chrome_trace(str(tmp_path))
-            os.replace(tmp_path, path)
-        finally:
-            tmp_path.unlink(missing_ok=True)
-        table = kernels.kernel_table(kernels.load_trace(path))
+        trace = _export_trace(prof, path)
+        table = kernels.kernel_table(trace)
     per_iter = kernels.per_iteration(table, iters, comm)
     out = {
         "compute_ms": (per_iter["compute_us"] / 1e3).tolist(),
@@ -659,6 +652,31 @@ def profiled_pass(
     if per_iter["delay_us"].any():  # only V2 injects a delay; other records stay as they were
         out["delay_ms"] = (per_iter["delay_us"] / 1e3).tolist()
     return out
+
+
+def _export_trace(prof, path: Path) -> dict:
+    """Export under a hidden temporary name, read it back whole, then rename: a kill or a
+    full disk never leaves a truncated trace under its final name. The read is the check:
+    kineto's writer says nothing when the disk fills (a 12 KiB invalid trace was renamed
+    into place on a full disk), so a trace that does not parse is a full disk's doing."""
+    from artifact.store import NoSpace, free_bytes
+
+    tmp_path = path.with_name(f".{path.name}.tmp")
+    try:
+        try:
+            prof.export_chrome_trace(str(tmp_path))
+            trace = kernels.load_trace(tmp_path)
+        except (OSError, ValueError) as e:
+            written = tmp_path.stat().st_size if tmp_path.exists() else 0
+            raise NoSpace(
+                f"cannot write the trace '{path}' ({getattr(e, 'strerror', None) or 'cut short'} "
+                f"after {written} bytes, {free_bytes(path.parent)} bytes free): free some "
+                "space and re-run (finished repetitions are kept)"
+            ) from None
+        os.replace(tmp_path, path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+    return trace
 
 
 POWER_UNITS = {

@@ -17,12 +17,15 @@ if __name__ == "__main__":
     # A rank dies with torchrun, its parent; asked for before torch's seconds of imports,
     # and at once if torchrun is already gone (killed with the CLI meanwhile)
     procs.die_with_parent(parent=procs.TORCHRUN)
+    # and its children (DeepSpeed's op build: ninja, the compilers) die with the rank
+    procs.reap_group_on_exit()
 
 import torch
 import torch.distributed as dist
 
 from artifact import env as envmod
 from artifact.core.config import get_preset
+from artifact.core.errors import ArtifactError
 from artifact.core.options import RunOptions
 from artifact.figures import spec_of
 from artifact.measure import device as device_layer
@@ -144,7 +147,10 @@ def _run(ctx: RunContext) -> None:
         os._exit(0)  # a clean stop; the status and the CLI say it was interrupted
     except BaseException as e:
         if ctx.is_writer:
-            store.write_status(figure, "failed", failure_reason(e, figure))
+            try:
+                store.write_status(figure, "failed", failure_reason(e, figure))
+            except (OSError, ArtifactError) as again:  # a full disk: the first error counts
+                logging.getLogger(__name__).warning("status not written: %s", again)
         raise
     finally:
         ctx.power_backend.close()
@@ -167,10 +173,11 @@ def _finish_status(store: RunStore, figure: str, reps: int, processes: int) -> N
             )
         else:
             state, reason = "not run", "no configuration could run here"
-    if state == "ran":
+    if state in ("ran", "not run"):  # a 'not run' of this machine's: no resume starts it again
         details["finished"] = {"reps": reps, "processes": processes, "records": records}
+    if state == "ran":
         reason = _with_stopped(store, figure, details, reason)
-    if state != status["status"] or state == "ran":
+    if state != status["status"] or state in ("ran", "not run"):
         store.write_status(figure, state, reason, **details)
 
 
@@ -192,6 +199,17 @@ def colocate_env() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """One rank; an ArtifactError (a full disk, a bad input the CLI could not see) is
+    one line, `error: ...`, and exit 2, not a traceback a rank."""
+    try:
+        _main(argv)
+    except ArtifactError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        logging.shutdown()
+        os._exit(2)
+
+
+def _main(argv: list[str] | None) -> None:
     args = _parse(argv)
     # DeepSpeed calls torch.distributed functions that torch 2.13 marks deprecated; the
     # warning repeats on every call and buries the run's own log.
