@@ -32,6 +32,7 @@ from artifact.results import Results
 # would fail gaps of 0.1 % with tight CIs), fails where the whole CI lies outside, and is
 # inconclusive where the CI crosses the margin: a wide interval is no evidence of a match
 V1_MARGIN = 0.01
+V1_ITEM = "v1_sequential_baseline"  # V1's item name in verdicts.csv
 SLOPE_TOLERANCE = 0.10  # a slope "is 1" when its CI lies within [0.9, 1.1]
 CHAIN_TOLERANCE = 0.10  # overlapped E2E within 10 % of the longer chain alone
 
@@ -157,7 +158,7 @@ def v1_verdicts(summary: pd.DataFrame) -> list[dict]:
         out.append(
             _check_row(
                 r.figure,
-                "v1_sequential_baseline",
+                V1_ITEM,
                 verdict,
                 f"sequential vs nocomm compute: {100 * r.mean:+.2f} %, 95% CI "
                 f"[{100 * r.ci_low:+.2f}, {100 * r.ci_high:+.2f}] %, {how}",
