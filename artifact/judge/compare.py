@@ -255,8 +255,9 @@ def _every_row_positive(item, rows: pd.DataFrame, summary, configs) -> Judged:
         reason = f"At or below 0 in {len(below)} of {_configurations(len(rows))}: {', '.join(_names(below))}"
     else:
         holds = None
+        where = "the one configuration measured" if len(rows) == 1 else f"{len(across)} of {_configurations(len(rows))}"
         reason = (
-            f"The CI reaches across 0 in {len(across)} of {_configurations(len(rows))}, "
+            f"The CI reaches across 0 in {where}, "
             f"so the data show neither a rise nor its absence: {', '.join(_names(across))}"
         )
     return holds, reason, "> 0", *mean_of_means(rows)
@@ -550,7 +551,7 @@ def _preview_verdicts(item, run: Results, checks: list[dict], v1: dict) -> list[
         v = _judge_rows(item, rows, run, checks, exp)
         if v["verdict"] != "not run":
             v = _v1_gate(v, group, str(rows["figure"].iloc[0]), v1)
-        note = run.configs.get(group[0], {}).get("note", "") or EMULATED_LIMITS
+        note = copies.without_copy_note(run.configs.get(group[0], {}).get("note", "")) or EMULATED_LIMITS
         v["reason"] = as_sentence(
             f"{v['reason'].rstrip('.')}. Emulated preview, not counted: {note}"
         )
@@ -598,7 +599,7 @@ def _proxy_verdict(
     v = _judge_rows(item, rows, run, checks, exp)
     if v["verdict"] != "not run":
         v = _v1_gate(v, [config_id], str(rows["figure"].iloc[0]), v1)
-    note = copies.plain_note(run.configs.get(config_id, {}).get("note", ""))
+    note = copies.without_copy_note(run.configs.get(config_id, {}).get("note", ""))
     v["reason"] = as_sentence(f"{v['reason'].rstrip('.')}. Proxy evidence, not counted: {note}")
     return v | {"item_type": "proxy", "config_id": config_id}
 

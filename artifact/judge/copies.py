@@ -77,3 +77,11 @@ def plain_note(note: str) -> str:
     """A configuration's note with a copy's marker in plain words: 'measured for fig6 (the
     same configuration): its records' -> 'same records as Fig. 6 (copied, not measured again)'."""
     return _COPIED.sub(lambda m: f"same records as {label(m.group(1))} (copied, not measured again)", str(note))
+
+
+def without_copy_note(note: str) -> str:
+    """A configuration's note without the copy's marker: configs.json keeps one note per
+    configuration id, whichever figure wrote it last, so compare says `same_records_as`
+    per figure instead."""
+    parts = [p for p in str(note).split("; ") if not _COPIED.fullmatch(p)]
+    return "; ".join(parts)
