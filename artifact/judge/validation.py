@@ -58,7 +58,7 @@ def _slope_check(name: str, points: list[tuple[float, float]], what: str) -> Che
     # the points are pairs of every repetition; the rule's n is the points
     outcome, why = equivalence(lo, hi, len(x), (1 - SLOPE_TOLERANCE, 1 + SLOPE_TOLERANCE))
     passed = {"holds": True, "fails": False}.get(outcome)
-    verdict = {"holds": "as predicted", "fails": "NOT as predicted"}.get(outcome, "inconclusive")
+    verdict = {"holds": "as predicted", "fails": "not as predicted"}.get(outcome, "inconclusive")
     verdict += f" ({why})"
     return Check(
         name,
