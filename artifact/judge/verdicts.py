@@ -110,7 +110,10 @@ def tally(verdicts: pd.DataFrame) -> str:
 
 
 def counted(verdicts: pd.DataFrame, tally_name: str) -> pd.DataFrame:
-    """The rows that count in one tally (counted_in), each reading once."""
+    """The rows that count in one tally (counted_in), each reading once; a table without
+    the column (older, or made by hand) counts by item type."""
+    if "counted_in" not in verdicts:
+        return verdicts[verdicts["item_type"].map(counted_in) == tally_name]
     return verdicts[verdicts["counted_in"] == tally_name]
 
 
