@@ -127,10 +127,10 @@ def test_a_grid_wide_mean_on_one_configuration_is_inconclusive(tmp_path):
 
 
 def test_the_maximum_of_k_means_gets_an_interval_that_covers_the_largest_true_mean():
-    """k = 6 configurations of equal true mean: the top row's own CI covers the largest
-    true mean well under 95 % (it is the largest of six noisy means); Sidak's does not."""
+    """k = 10 configurations of equal true mean: the top row's own CI covers the largest
+    true mean well under 95 % (it is the largest of ten noisy means); Sidak's does not."""
     rng = np.random.default_rng(7)
-    k, n, sims, truth = 6, 5, 2000, 0.2
+    k, n, sims, truth = 10, 5, 2000, 0.2
     own = sidak = 0
     t = stats.t.ppf(0.975, n - 1)
     for _ in range(sims):
