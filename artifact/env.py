@@ -125,8 +125,7 @@ def git_commit() -> str:
     if not COMMIT_ID.fullmatch(given):
         raise ArtifactError(
             f"{COMMIT_ENV}={given!r} is not a commit id; accepted: 7 to 40 hex digits "
-            f"(git rev-parse HEAD), or unset it"
-            + (f" (this tree is {own})" if own else "")
+            f"(git rev-parse HEAD), or unset it" + (f" (this tree is {own})" if own else "")
         )
     if own and not _same_commit(own, given):
         raise ArtifactError(

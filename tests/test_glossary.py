@@ -10,22 +10,45 @@ from tests.test_report import h100_run  # noqa: F401 (a fixture)
 
 # names of things, not terms of art (products, companies, libraries defined by their own
 # documentation, file and shell placeholders, units): a reader looks them up by name
-NAMES = {  # fmt: skip
-    "GPU", "GPUs", "CPU", "CPUs", "NVIDIA", "AMD", "CUDA", "ROCm", "HIP", "ACM", "PEP",
-    "README", "CLI", "ETA", "JSON", "CSV", "HTML", "PDF", "PNG", "YAML", "API", "OS", "UTC",
-    "SIGINT", "SIGTERM", "HTTP", "SSH", "PCIe", "NVLink", "NVLS", "DMA", "DIR", "FIG", "OUT",
-    "NNN", "HOST", "PORT", "PWD", "STAGE", "GB", "GiB", "MiB", "KiB", "TB", "TFLOP", "FLOP",
-    "FLOPs", "MB", "USDT", "DOI", "LICENSE", "AVG", "HBM", "HBM3", "HBM3e", "GPT", "AE", "II", "III", "IV", "VI", "OK", "URL", "ID", "CI's",
-}
+_NAMES = (
+    "GPU GPUs CPU CPUs NVIDIA AMD CUDA ROCm HIP ACM PEP README CLI ETA JSON CSV HTML "
+    "PDF PNG YAML API OS UTC SIGINT SIGTERM HTTP SSH PCIe NVLink NVLS DMA DIR FIG OUT "
+    "NNN HOST PORT PWD STAGE GB GiB MiB KiB TB TFLOP FLOP FLOPs MB USDT DOI LICENSE "
+    "AVG HBM HBM3 HBM3e GPT AE II III IV VI OK URL ID CI's"
+)
+NAMES = set(_NAMES.split())
 GPU_NAME = re.compile(r"^(H|A|B|MI|R|L)\d+[A-Z]?$")  # H200, A100, MI250, R580
 # the artifact's own phrases: where the report or README uses one, the glossary defines it
 PHRASES = (
-    "sequential penalty", "overlap fraction", "zero-byte control", "negative control",
-    "scaled MAD", "copy engine", "phase", "noise floor", "A/A check", "settling",
-    "interleaved rounds", "Williams design", "same records as", "of the paper's grid",
-    "Sidak", "delta method", "proxy", "round-adjusted", "profiled pass", "timed pass",
-    "stopping rule", "micro-batch", "recomputation", "world size", "GPT-3 XL", "TDP",
-    "V1", "V2", "V3",
+    "sequential penalty",
+    "overlap fraction",
+    "zero-byte control",
+    "negative control",
+    "scaled MAD",
+    "copy engine",
+    "phase",
+    "noise floor",
+    "A/A check",
+    "settling",
+    "interleaved rounds",
+    "Williams design",
+    "same records as",
+    "of the paper's grid",
+    "Sidak",
+    "delta method",
+    "proxy",
+    "round-adjusted",
+    "profiled pass",
+    "timed pass",
+    "stopping rule",
+    "micro-batch",
+    "recomputation",
+    "world size",
+    "GPT-3 XL",
+    "TDP",
+    "V1",
+    "V2",
+    "V3",
 )
 
 
@@ -42,7 +65,9 @@ def _abbreviations(text: str) -> set[str]:
 def _missing(text: str) -> list[str]:
     terms = " ".join(term for term, _ in GLOSSARY).lower()
     words = _words_of_terms()
-    missing = sorted(a for a in _abbreviations(text) if a not in words and a.rstrip("s") not in words)
+    missing = sorted(
+        a for a in _abbreviations(text) if a not in words and a.rstrip("s") not in words
+    )
     missing += [p for p in PHRASES if p.lower() in text.lower() and p.lower() not in terms]
     return missing
 

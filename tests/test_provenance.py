@@ -29,7 +29,9 @@ def _is_checkout() -> bool:
         return False
 
 
-@pytest.mark.skipif(shutil.which("git") is None or not _is_checkout(), reason="needs a git checkout")
+@pytest.mark.skipif(
+    shutil.which("git") is None or not _is_checkout(), reason="needs a git checkout"
+)
 def test_an_archive_records_its_commit_with_no_environment_variable(tmp_path):
     head = _git("rev-parse", "HEAD")
     tar = subprocess.run(
@@ -56,7 +58,9 @@ def test_a_commit_variable_that_is_no_commit_is_refused(monkeypatch):
     with pytest.raises(ArtifactError) as e:
         env.git_commit()
     message = str(e.value)
-    assert message.startswith("ARTIFACT_GIT_COMMIT='next' is not a commit id; accepted: 7 to 40 hex")
+    assert message.startswith(
+        "ARTIFACT_GIT_COMMIT='next' is not a commit id; accepted: 7 to 40 hex"
+    )
     assert "\n" not in message
 
 

@@ -368,7 +368,9 @@ def _mixed_verdicts(out: Path) -> pd.DataFrame:
     v.loc[paper, "verdict"] = "not run"
     v.loc[paper[: len(mix)], "verdict"] = mix
     checks = v.loc[paper[:3]].assign(
-        item=["v1_a", "v1_b", "v2_a"], item_type="check", verdict=["holds", "fails", "inconclusive"],
+        item=["v1_a", "v1_b", "v2_a"],
+        item_type="check",
+        verdict=["holds", "fails", "inconclusive"],
         counted_in="check",  # the tally each row counts in (verdicts.csv says it)
     )
     v = pd.concat([v, checks], ignore_index=True)

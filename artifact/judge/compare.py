@@ -2,13 +2,15 @@
 
 Each expected item is a *number* (a value with a tolerance band, compared through the
 95 % CI of the matching rows) or a *claim* (a testable statement). Verdicts:
-    reproduced      the CI meets the band / the CIs show the claim
-    not reproduced  the CI misses the band / the CIs show the opposite (the reason
-                    says by how much or where)
+    reproduced      the whole CI lies within the band / the CIs show the claim
+    not reproduced  the CI lies wholly outside the band / the CIs show the opposite
+                    (the reason says by how much or where)
     inconclusive    too few repetitions, a slowdown within its noise floor, a negative
                     control that does not read 0, a precondition the run does not meet
-                    (fig7: blocks the power sampler resolves), or CIs that reach
-                    across the claim's line and show neither
+                    (fig7: blocks the power sampler resolves), a CI that reaches across
+                    an edge of the band or CIs across the claim's line (they show
+                    neither), an item about the paper's whole grid on part of it, or a
+                    proxy's or emulated configuration's V1 that does not hold
     not applicable  the item's hardware is absent here (e.g. MI250 numbers on an H200),
                     or the run is a CPU functional check, which evaluates no claim
     not run         the rows it needs are not in this folder (an opt-in figure, or one
@@ -158,9 +160,7 @@ def mean_of_means(rows: pd.DataFrame) -> tuple[float, float, float]:
 def _aggregate(item, rows: pd.DataFrame, configs: dict) -> tuple[float, float, float, str]:
     agg = item["aggregate"]
     covered = coverage.coverage(item, rows, configs)
-    over = (
-        coverage.coverage_text(*covered, item["grid"]) if covered else _configurations(len(rows))
-    )
+    over = coverage.coverage_text(*covered, item["grid"]) if covered else _configurations(len(rows))
     if agg == "mean":
         mean, lo, hi = mean_of_means(rows)
         return mean, lo, hi, f"the mean over {over}, with the CI of that mean"
@@ -248,14 +248,22 @@ def _every_row_positive(item, rows: pd.DataFrame, summary, configs) -> Judged:
     lo, hi = _bounds(rows)
     below, across = rows[hi <= 0], rows[(lo <= 0) & (hi > 0)]
     if below.empty and across.empty:
-        every = "the one configuration measured" if len(rows) == 1 else f"all {len(rows)} configurations measured"
+        every = (
+            "the one configuration measured"
+            if len(rows) == 1
+            else f"all {len(rows)} configurations measured"
+        )
         holds, reason = True, f"The CI is above 0 in {every}"
     elif not below.empty:
         holds = False
         reason = f"At or below 0 in {len(below)} of {_configurations(len(rows))}: {', '.join(_names(below))}"
     else:
         holds = None
-        where = "the one configuration measured" if len(rows) == 1 else f"{len(across)} of {_configurations(len(rows))}"
+        where = (
+            "the one configuration measured"
+            if len(rows) == 1
+            else f"{len(across)} of {_configurations(len(rows))}"
+        )
         reason = (
             f"The CI reaches across 0 in {where}, "
             f"so the data show neither a rise nor its absence: {', '.join(_names(across))}"
@@ -460,8 +468,14 @@ def _v1_gate(v: dict, config_ids: list[str], figure: str, v1: dict) -> dict:
         if row is None:
             bad.append(f"V1 was not measured for {c}")
         elif row["verdict"] != "holds":
-            what = f"fails by {100 * abs(float(row['mean'])):.1f} %" if row["verdict"] == "fails" else "is inconclusive"
-            bad.append(f"V1 {what} for {c} ({row['reason'][0].lower()}{row['reason'][1:].rstrip('.')})")
+            what = (
+                f"fails by {100 * abs(float(row['mean'])):.1f} %"
+                if row["verdict"] == "fails"
+                else "is inconclusive"
+            )
+            bad.append(
+                f"V1 {what} for {c} ({row['reason'][0].lower()}{row['reason'][1:].rstrip('.')})"
+            )
     if not bad:
         return v
     return v | {
@@ -551,7 +565,10 @@ def _preview_verdicts(item, run: Results, checks: list[dict], v1: dict) -> list[
         v = _judge_rows(item, rows, run, checks, exp)
         if v["verdict"] != "not run":
             v = _v1_gate(v, group, str(rows["figure"].iloc[0]), v1)
-        note = copies.without_copy_note(run.configs.get(group[0], {}).get("note", "")) or EMULATED_LIMITS
+        note = (
+            copies.without_copy_note(run.configs.get(group[0], {}).get("note", ""))
+            or EMULATED_LIMITS
+        )
         v["reason"] = as_sentence(
             f"{v['reason'].rstrip('.')}. Emulated preview, not counted: {note}"
         )
@@ -649,12 +666,16 @@ def _count_once(rows: list[dict], copied: dict, emulated: set[str]) -> list[dict
         reading = (tally, row["item"], config, copies.root(row["figure"], config, copied))
         if config and row["item_type"] not in ("number", "claim"):
             # the figure that measured it counts first, then any copy in the order given
-            owner = first.setdefault(reading, reading[3] if _has(rows, reading, copied) else row["figure"])
+            owner = first.setdefault(
+                reading, reading[3] if _has(rows, reading, copied) else row["figure"]
+            )
             if owner != row["figure"]:
                 tally = ""
         same = copies.label(source) if source else ""
         if same:
-            row = row | {"reason": as_sentence(f"{row['reason'].rstrip('.')} (same records as {same})")}
+            row = row | {
+                "reason": as_sentence(f"{row['reason'].rstrip('.')} (same records as {same})")
+            }
         out.append(row | {"counted_in": tally, "same_records_as": same})
     return out
 
@@ -662,7 +683,10 @@ def _count_once(rows: list[dict], copied: dict, emulated: set[str]) -> list[dict
 def _has(rows: list[dict], reading: tuple, copied: dict) -> bool:
     """Whether the figure that measured a reading has a row of it among `rows`."""
     _, item, config, owner = reading
-    return any(r["figure"] == owner and r["item"] == item and str(r.get("config_id") or "") == config for r in rows)
+    return any(
+        r["figure"] == owner and r["item"] == item and str(r.get("config_id") or "") == config
+        for r in rows
+    )
 
 
 def write_verdicts(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:

@@ -30,7 +30,9 @@ def _same(copy: dict, source: dict) -> bool:
     """Every measured row of `copy` equals the source's (NaN equal to NaN)."""
 
     def eq(a, b) -> bool:
-        return (a == b) or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+        return (a == b) or (
+            isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)
+        )
 
     return bool(copy) and all(
         key in source and all(eq(x, y) for x, y in zip(value, source[key], strict=True))
@@ -76,7 +78,9 @@ def label(figure: str) -> str:
 def plain_note(note: str) -> str:
     """A configuration's note with a copy's marker in plain words: 'measured for fig6 (the
     same configuration): its records' -> 'same records as Fig. 6 (copied, not measured again)'."""
-    return _COPIED.sub(lambda m: f"same records as {label(m.group(1))} (copied, not measured again)", str(note))
+    return _COPIED.sub(
+        lambda m: f"same records as {label(m.group(1))} (copied, not measured again)", str(note)
+    )
 
 
 def without_copy_note(note: str) -> str:

@@ -35,7 +35,11 @@ def paper_grid(item: dict) -> set[tuple]:
         dict(zip(("model", "parallelism", "micro_batch", "precision"), p, strict=True))
         for p in training_grid(get_preset("paper"), figure)
     ]
-    filters = {k: _as_list(v) for k, v in item["rows"].items() if k in ("model", "parallelism", "micro_batch")}
+    filters = {
+        k: _as_list(v)
+        for k, v in item["rows"].items()
+        if k in ("model", "parallelism", "micro_batch")
+    }
     kept = [p for p in points if all(p[k] in want for k, want in filters.items())]
     return {tuple(p[d] for d in dims) for p in kept}
 

@@ -2,7 +2,7 @@
 writes into verdicts.csv beside the paper's items (docs/design.md section 3):
 
 V1, per configuration: the sequential baseline's compute equals compute with no
-communication at all (`v1_baseline_gap`'s CI meets +-V1_MARGIN).
+communication at all (`v1_baseline_gap`'s whole CI within +-V1_MARGIN).
 
 V2 (delay injection): reads the v2 experiment's rows (one configuration per delay,
 artifact.experiments.v2) and tests the predictions across delays. Slopes are

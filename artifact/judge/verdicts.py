@@ -149,7 +149,9 @@ def band_verdict(
 ) -> tuple[str, str]:
     """equivalence without its count of repetitions (compare's numbers gate that apart):
     'holds', 'fails' or 'inconclusive', and why in words. `unit` names a plain unit."""
-    scale, suffix, gap_unit = (100, " %", " points") if percent else (1, f" {unit}".rstrip(), f" {unit}".rstrip())
+    scale, suffix, gap_unit = (
+        (100, " %", " points") if percent else (1, f" {unit}".rstrip(), f" {unit}".rstrip())
+    )
 
     sign = "+" if min(edges) < 0 else ""  # a band about 0 reads -1 to +1
 
@@ -165,9 +167,15 @@ def band_verdict(
     if edges[0] <= low <= high <= edges[1]:
         return "holds", f"the CI lies within {band}"
     if high < edges[0]:
-        return "fails", f"the CI lies below {band}, its top {gap(edges[0] - high)} under the lower edge"
+        return (
+            "fails",
+            f"the CI lies below {band}, its top {gap(edges[0] - high)} under the lower edge",
+        )
     if low > edges[1]:
-        return "fails", f"the CI lies above {band}, its bottom {gap(low - edges[1])} over the upper edge"
+        return (
+            "fails",
+            f"the CI lies above {band}, its bottom {gap(low - edges[1])} over the upper edge",
+        )
     crossed = []
     if low < edges[0]:
         crossed.append(f"{gap(edges[0] - low)} below the lower edge ({at(edges[0])})")

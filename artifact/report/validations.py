@@ -119,7 +119,11 @@ def v1_section(doc: Doc, summary: pd.DataFrame, checks: pd.DataFrame, configs: d
             [
                 r.figure,
                 label(configs, r.config_id)
-                + (f" (same records as {same[k]})" if (k := (r.figure, r.config_id)) in same else ""),
+                + (
+                    f" (same records as {same[k]})"
+                    if (k := (r.figure, r.config_id)) in same
+                    else ""
+                ),
                 "-" if pd.isna(r.n) else f"{int(r.n)}",
                 pct(r.mean),
                 f"[{pct(r.ci_low)}, {pct(r.ci_high)}]",
