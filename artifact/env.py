@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from artifact import _commit
+from artifact.core.errors import ArtifactError
 from artifact.measure import device
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -79,24 +82,63 @@ def _nccl_version() -> str | None:
     return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
 
 
-def git_commit() -> str:
-    """HEAD of the repository, with '-dirty' for uncommitted changes; env override for images."""
-    if os.environ.get("ARTIFACT_GIT_COMMIT"):
-        return os.environ["ARTIFACT_GIT_COMMIT"]
+# a commit id as git writes it (abbreviated or whole), '-dirty' for uncommitted changes
+COMMIT_ID = re.compile(r"[0-9a-f]{7,40}(-dirty)?")
+COMMIT_ENV = "ARTIFACT_GIT_COMMIT"
+
+
+def _checkout_commit() -> str | None:
+    """HEAD of the git checkout whose top is this source tree ('-dirty' with uncommitted
+    changes); None where the tree is no checkout's top (an archive, an image, a copy,
+    even one unpacked inside another checkout)."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != REPO_ROOT:
+            return None
+        head = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return None
     return head + ("-dirty" if dirty else "")
+
+
+def tree_commit() -> str | None:
+    """The commit the source tree knows itself: its checkout's HEAD, else the one
+    `git archive` or the image's build wrote into artifact/_commit.py; None for neither."""
+    stamped = _commit.COMMIT.strip()
+    return _checkout_commit() or (stamped if COMMIT_ID.fullmatch(stamped) else None)
+
+
+def git_commit() -> str:
+    """The commit of this source, from the tree itself (tree_commit). ARTIFACT_GIT_COMMIT
+    may only confirm it: a hex commit id, refused otherwise and refused where it disagrees
+    with the tree's own; it is taken only where the tree knows none (a bare copy)."""
+    own = tree_commit()
+    given = os.environ.get(COMMIT_ENV, "").strip()
+    if not given:
+        return own or "unknown"
+    if not COMMIT_ID.fullmatch(given):
+        raise ArtifactError(
+            f"{COMMIT_ENV}={given!r} is not a commit id; accepted: 7 to 40 hex digits "
+            f"(git rev-parse HEAD), or unset it" + (f" (this tree is {own})" if own else "")
+        )
+    if own and not _same_commit(own, given):
+        raise ArtifactError(
+            f"{COMMIT_ENV}={given} disagrees with this tree's own commit {own}; "
+            f"accepted: {own.removesuffix('-dirty')[:12]} or unset"
+        )
+    return own or given
+
+
+def _same_commit(a: str, b: str) -> bool:
+    """One names the other: the same hex, one abbreviated ('-dirty' aside)."""
+    a, b = a.removesuffix("-dirty"), b.removesuffix("-dirty")
+    return a.startswith(b) or b.startswith(a)
 
 
 def capture() -> dict[str, Any]:

@@ -194,6 +194,11 @@ def _emulated_row(config, parallelism, mean, lo, hi, **kw):
     return _row(config, parallelism, mean, lo, hi, **kw) | {"note": EMULATED_NOTE}
 
 
+def _v1_holds(*configs):
+    """A V1 row that holds for each emulated configuration: a preview's verdict needs it."""
+    return [_emulated_row(c, "fsdp", 0.0, -0.003, 0.003, metric="v1_baseline_gap") for c in configs]
+
+
 def test_emulated_rows_never_enter_the_paper_tally(tmp_path):
     """Rows that would reproduce every number and claim, but emulated: the paper's items
     stay "not run" and the rows appear as a preview. The control: the same rows
@@ -237,6 +242,7 @@ def test_a_claim_across_configurations_is_previewed_on_those_of_one_w(tmp_path):
         _emulated_row("small_pp_e4", "pipeline", 0.05, 0.03, 0.07),
         _emulated_row("mid_fsdp_e2", "fsdp", 0.05, 0.03, 0.07),
         _emulated_row("noted_fsdp", "fsdp", 0.01, 0.00, 0.02),
+        *_v1_holds("small_fsdp_e4", "big_fsdp_e4", "small_pp_e4", "mid_fsdp_e2", "noted_fsdp"),
     ]
     configs = {
         "small_fsdp_e4": {"params": 1e9, "emulated_world": 4},
@@ -275,6 +281,7 @@ def test_a_zero_byte_emulated_overlap_reads_no_slowdown(tmp_path, control, verdi
     rows = [
         _emulated_row("small_fsdp_e4", "fsdp", 0.18, 0.16, 0.21),
         _control_rows("small_fsdp_e4", *control),
+        *_v1_holds("small_fsdp_e4"),
     ]
     configs = {"small_fsdp_e4": {"params": 1e9, "emulated_world": 4, "world_size": 4}}
     v = compare(_folder(tmp_path, rows, configs), _expected(tmp_path))
@@ -283,6 +290,9 @@ def test_a_zero_byte_emulated_overlap_reads_no_slowdown(tmp_path, control, verdi
     assert v[v["item_type"] == "control"].empty  # never among the paper's controls
     preview = v[(v["item"] == "slowdown_mean") & (v["item_type"] == "preview")]
     assert (preview["verdict"] == "inconclusive").all() == (verdict == "fails")
+    # the emulated configuration's V1 counts with the preview, never among the checks
+    assert set(v[v["item"] == "v1_sequential_baseline"]["counted_in"]) == {"preview"}
+    assert "checks (V1, V2)" not in tally(v)
 
 
 # --- a whole run: fig4, tiny, rank 0 of 4 ------------------------------------------------

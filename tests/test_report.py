@@ -139,7 +139,9 @@ def test_first_screen_then_the_sections_in_the_acm_order(h100_run):
 def test_verdict_rows_speak_the_papers_words(h100_run):
     verdicts = pd.read_csv(h100_run / "verdicts.csv", keep_default_na=False)
     mean = verdicts.set_index("item").loc["compute_slowdown_mean"]
-    assert mean["verdict"] == "reproduced"
+    # its CI lies inside the band, but on 1 of the 10 configurations the item speaks of
+    assert mean["verdict"] == "inconclusive"
+    assert mean["reason"].startswith("The run covers 1 of 10 configurations of the paper's grid")
     assert (mean["unit"], mean["kind"], mean["metric"]) == ("ratio", "derived", "slowdown")
     assert mean["statement"] == "compute kernels slow down under overlap by 18.9 % on average"
     assert mean["source"].startswith("section Abstract, V; figure Fig. 4; gpu A100, H100")
@@ -148,7 +150,7 @@ def test_verdict_rows_speak_the_papers_words(h100_run):
     assert (
         "| Fig. 4, Abstract, Sec. V; A100, H100, MI250, MI210; GPT-3 1.3B-13B, LLaMA2-13B; "
         "FSDP and pipeline; FP16 (s) | compute kernels slow down under overlap by 18.9 % on "
-        "average | 18.9 % ± 5 pts | 20 % [19, 21] | 5 | derived | reproduced |"
+        "average | 18.9 % ± 5 pts | 20 % [19, 21] | 5 | derived | inconclusive |"
     ) in table
     # a power number keeps its own unit: % of TDP, not a ratio
     assert "| peak power reaches 140 % of TDP on H100 for large models | 140 % of TDP ± 15 pts | 130 % of TDP [130, 130] | 5 | measured | reproduced |" in table  # fmt: skip
@@ -366,7 +368,10 @@ def _mixed_verdicts(out: Path) -> pd.DataFrame:
     v.loc[paper, "verdict"] = "not run"
     v.loc[paper[: len(mix)], "verdict"] = mix
     checks = v.loc[paper[:3]].assign(
-        item=["v1_a", "v1_b", "v2_a"], item_type="check", verdict=["holds", "fails", "inconclusive"]
+        item=["v1_a", "v1_b", "v2_a"],
+        item_type="check",
+        verdict=["holds", "fails", "inconclusive"],
+        counted_in="check",  # the tally each row counts in (verdicts.csv says it)
     )
     v = pd.concat([v, checks], ignore_index=True)
     v.to_csv(out / "verdicts.csv", index=False)

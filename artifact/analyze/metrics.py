@@ -303,3 +303,24 @@ def _bootstrap(samples: tuple[np.ndarray, ...], statistic, method: str, paired: 
 def busbw_factor(world_size: int) -> float:
     """nccl-tests' all-reduce bus-bandwidth factor 2(n-1)/n."""
     return 2 * (world_size - 1) / world_size if world_size > 1 else 0.0
+
+
+def ratio_interval(
+    a: tuple[float, float, int], b: tuple[float, float, int]
+) -> tuple[float, float, float]:
+    """mean(a) / mean(b) with its 95 % CI, the two samples independent (Fig. 9's caps run
+    one after another, not within one repetition): (mean, std, n) of each. Delta method:
+    the ratio's relative variance is the sum of the two means' relative variances,
+    Student-t with Welch-Satterthwaite degrees of freedom. Paired samples (one value of
+    each per repetition) go to paired_interval instead, which keeps their covariance.
+    NaN interval where either side has fewer than 2 repetitions or a zero mean."""
+    (ma, sa, na), (mb, sb, nb) = a, b
+    ratio = ma / mb if mb else math.nan
+    if na < 2 or nb < 2 or not ma or not mb or math.isnan(sa) or math.isnan(sb):
+        return ratio, math.nan, math.nan
+    va, vb = (sa / ma) ** 2 / na, (sb / mb) ** 2 / nb  # each mean's relative variance
+    if va + vb == 0:
+        return ratio, ratio, ratio
+    df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+    half = stats.t.ppf(0.5 + CONFIDENCE / 2, df) * abs(ratio) * math.sqrt(va + vb)
+    return ratio, ratio - half, ratio + half

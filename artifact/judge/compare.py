@@ -2,13 +2,15 @@
 
 Each expected item is a *number* (a value with a tolerance band, compared through the
 95 % CI of the matching rows) or a *claim* (a testable statement). Verdicts:
-    reproduced      the CI meets the band / the CIs show the claim
-    not reproduced  the CI misses the band / the CIs show the opposite (the reason
-                    says by how much or where)
+    reproduced      the whole CI lies within the band / the CIs show the claim
+    not reproduced  the CI lies wholly outside the band / the CIs show the opposite
+                    (the reason says by how much or where)
     inconclusive    too few repetitions, a slowdown within its noise floor, a negative
                     control that does not read 0, a precondition the run does not meet
-                    (fig7: blocks the power sampler resolves), or CIs that reach
-                    across the claim's line and show neither
+                    (fig7: blocks the power sampler resolves), a CI that reaches across
+                    an edge of the band or CIs across the claim's line (they show
+                    neither), an item about the paper's whole grid on part of it, or a
+                    proxy's or emulated configuration's V1 that does not hold
     not applicable  the item's hardware is absent here (e.g. MI250 numbers on an H200),
                     or the run is a CPU functional check, which evaluates no claim
     not run         the rows it needs are not in this folder (an opt-in figure, or one
@@ -36,10 +38,17 @@ import pandas as pd
 from scipy import stats
 
 from artifact.analyze import noise
-from artifact.judge import controls, standin, validation
+from artifact.analyze.metrics import ratio_interval
+from artifact.judge import controls, copies, coverage, standin, validation
 from artifact.judge.expected import EXPECTED_DIR, NEEDS_COMMUNICATION, load_expected, metric_of
 from artifact.judge.figure_status import figure_status
-from artifact.judge.verdicts import COLUMNS, MIN_REPETITIONS, as_sentence
+from artifact.judge.verdicts import (
+    COLUMNS,
+    MIN_REPETITIONS,
+    as_sentence,
+    band_verdict,
+    counted_in,
+)
 from artifact.results import Results
 from artifact.store import RunStore
 
@@ -99,6 +108,11 @@ def _fmt(x: float) -> str:
     return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4g}"
 
 
+def _configurations(n: int) -> str:
+    """'1 configuration', '3 configurations'."""
+    return f"{n} configuration{'' if n == 1 else 's'}"
+
+
 # --- verdicts ---------------------------------------------------------------------------
 
 
@@ -145,17 +159,18 @@ def mean_of_means(rows: pd.DataFrame) -> tuple[float, float, float]:
 
 def _aggregate(item, rows: pd.DataFrame, configs: dict) -> tuple[float, float, float, str]:
     agg = item["aggregate"]
+    covered = coverage.coverage(item, rows, configs)
+    over = coverage.coverage_text(*covered, item["grid"]) if covered else _configurations(len(rows))
     if agg == "mean":
         mean, lo, hi = mean_of_means(rows)
-        return mean, lo, hi, f"mean of {len(rows)} configuration(s), with the CI of that mean"
+        return mean, lo, hi, f"the mean over {over}, with the CI of that mean"
     if agg == "max":
-        top = rows.loc[rows["mean"].idxmax()]
-        return (
-            top["mean"],
-            top["ci_low"],
-            top["ci_high"],
-            f"largest of {len(rows)} configuration(s): {top['config_id']}",
-        )
+        mean, lo, hi = coverage.sidak_max(rows)
+        top = rows.loc[rows["mean"].idxmax(), "config_id"]
+        how = f"the largest over {over}: {top}"
+        if len(rows) > 1:
+            how += f"; the interval allows for picking the largest of {len(rows)} (Sidak)"
+        return mean, lo, hi, how
     # cap_increase: E2E at the strictest cap over uncapped, same base configuration
     capped = [(configs.get(c, {}).get("power_cap_w"), c) for c in rows["config_id"]]
     base = [c for cap, c in capped if cap is None]
@@ -164,15 +179,33 @@ def _aggregate(item, rows: pd.DataFrame, configs: dict) -> tuple[float, float, f
         return math.nan, math.nan, math.nan, "needs an uncapped and a capped run"
     b = rows[rows["config_id"] == base[0]].iloc[0]
     s = rows[rows["config_id"] == strict[0][1]].iloc[0]
+
+    def side(r) -> tuple[float, float, int]:
+        return float(r["mean"]), float(r["std"]), int(r["n"])
+
+    ratio, lo, hi = ratio_interval(side(s), side(b))
     return (
-        s["mean"] / b["mean"] - 1,
-        s["ci_low"] / b["ci_high"] - 1,
-        s["ci_high"] / b["ci_low"] - 1,
-        f"{strict[0][0]:g} W vs uncapped",
+        ratio - 1,
+        lo - 1,
+        hi - 1,
+        f"{strict[0][0]:g} W vs uncapped; the ratio's CI by the delta method, the two runs independent",
     )
 
 
+def _scale(item, rows: pd.DataFrame) -> tuple[bool, str]:
+    """(percent, unit): ratios (0.189) read in % and gaps in points; % of TDP as such."""
+    unit = str(rows["unit"].iloc[0]) if "unit" in rows and not rows.empty else ""
+    if item.get("aggregate") == "cap_increase" or unit == "ratio":
+        return True, ""
+    if unit == "%" and str(item.get("metric", "")).endswith("_pct_tdp"):
+        return False, "% of TDP"
+    return False, "" if unit == "nan" else unit
+
+
 def judge_number(item, rows: pd.DataFrame, configs: dict) -> dict:
+    """The equivalence rule every number shares (verdicts.band_verdict): reproduced where
+    the 95 % CI lies within [expected - tol, expected + tol], not reproduced where it
+    lies wholly outside, inconclusive where it reaches across an edge."""
     value, tol = float(item["value"]), float(item["tolerance"])
     mean, lo, hi, how = _aggregate(item, rows, configs)
     band = (value - tol, value + tol)
@@ -182,9 +215,12 @@ def judge_number(item, rows: pd.DataFrame, configs: dict) -> dict:
     if math.isnan(lo) or math.isnan(hi):
         lo = hi = mean
         how += "; one repetition, so no CI: the mean is compared"
-    hit = lo <= band[1] and hi >= band[0]
-    verdict = "reproduced" if hit else "not reproduced"
-    reason = f"The 95% CI [{_fmt(lo)}, {_fmt(hi)}] {'meets' if hit else 'misses'} [{_fmt(band[0])}, {_fmt(band[1])}] ({how})"
+    percent, unit = _scale(item, rows)
+    outcome, why = band_verdict(lo, hi, band, percent, unit)
+    verdict = {"holds": "reproduced", "fails": "not reproduced"}.get(outcome, "inconclusive")
+    k, suffix = (100, " %") if percent else (1, f" {unit}".rstrip())
+    ci = f"[{k * lo:.4g}, {k * hi:.4g}]{suffix}"
+    reason = f"The 95% CI {ci} {why.removeprefix('the CI ')} ({how})"
     return _verdict(item, verdict, reason, exp, tols, mean, lo, hi)
 
 
@@ -212,14 +248,24 @@ def _every_row_positive(item, rows: pd.DataFrame, summary, configs) -> Judged:
     lo, hi = _bounds(rows)
     below, across = rows[hi <= 0], rows[(lo <= 0) & (hi > 0)]
     if below.empty and across.empty:
-        holds, reason = True, f"The CI is above 0 in all {len(rows)} configuration(s)"
+        every = (
+            "the one configuration measured"
+            if len(rows) == 1
+            else f"all {len(rows)} configurations measured"
+        )
+        holds, reason = True, f"The CI is above 0 in {every}"
     elif not below.empty:
         holds = False
-        reason = f"At or below 0 in {len(below)} of {len(rows)} configuration(s): {', '.join(_names(below))}"
+        reason = f"At or below 0 in {len(below)} of {_configurations(len(rows))}: {', '.join(_names(below))}"
     else:
         holds = None
+        where = (
+            "the one configuration measured"
+            if len(rows) == 1
+            else f"{len(across)} of {_configurations(len(rows))}"
+        )
         reason = (
-            f"The CI reaches across 0 in {len(across)} of {len(rows)} configuration(s), "
+            f"The CI reaches across 0 in {where}, "
             f"so the data show neither a rise nor its absence: {', '.join(_names(across))}"
         )
     return holds, reason, "> 0", *mean_of_means(rows)
@@ -262,7 +308,8 @@ def _metric_greater(item, rows, summary: pd.DataFrame, configs) -> Judged:
         return ", ".join(f"{c[1]} ({c[0]})" for c in common[mask.to_numpy()])
 
     if above.all():
-        holds, reason = True, f"{greater} is above {lesser} in all {len(common)} configuration(s)"
+        every = "the one configuration" if len(common) == 1 else f"all {len(common)} configurations"
+        holds, reason = True, f"{greater} is above {lesser} in {every}"
     elif below.any():
         holds, reason = False, f"{greater} is below {lesser} in: {names(below)}"
     else:
@@ -379,6 +426,7 @@ def _with_evidence(v: dict, item, rows: pd.DataFrame, run: Results, checks: list
             f"Too few repetitions to judge (n = {n}; a verdict needs {MIN_REPETITIONS}): "
             + v["reason"]
         )
+    v = _coverage_gate(v, item, rows, run)
     v = noise.gate(v, item, rows, run.summary)
     v = controls.gate(v, item.get("metric"), rows, checks)
     if v["verdict"] in ("reproduced", "not reproduced") and (
@@ -386,6 +434,58 @@ def _with_evidence(v: dict, item, rows: pd.DataFrame, run: Results, checks: list
     ):
         v["verdict"], v["reason"] = "inconclusive", as_sentence(f"{why}. {v['reason']}")
     return v
+
+
+def _coverage_gate(v: dict, item, rows: pd.DataFrame, run: Results) -> dict:
+    """An item about the paper's whole grid (expected/'s `grid`) is judged only on all of
+    it: on part, its mean or maximum says nothing of the rest (artifact/judge/coverage.py)."""
+    covered = coverage.coverage(item, rows, run.configs)
+    if covered is None or v["verdict"] not in ("reproduced", "not reproduced"):
+        return v
+    k, big_k = covered
+    if k >= big_k:
+        return v
+    return v | {
+        "verdict": "inconclusive",
+        "reason": as_sentence(
+            f"The run covers {coverage.coverage_text(k, big_k, item['grid'])}; the item "
+            f"speaks of all {big_k}, so it is judged only where all ran "
+            f"(on these it would read {v['verdict']}). {v['reason']}"
+        ),
+    }
+
+
+def _v1_gate(v: dict, config_ids: list[str], figure: str, v1: dict) -> dict:
+    """A proxy's or an emulated configuration's verdict needs its V1 to hold: its
+    sequential baseline must be the compute of nocomm, or Eq. 1 measures the stand-in's
+    own bias (one GPU's proxies: V1 fails by 8 to 14 % on an H200). `v1` maps (figure
+    whose records, config id) to the V1 row."""
+    if v["verdict"] not in ("reproduced", "not reproduced"):
+        return v
+    bad = []
+    for c in config_ids:
+        row = v1.get((copies.root(figure, c, v1.get("copied", {})), c))
+        if row is None:
+            bad.append(f"V1 was not measured for {c}")
+        elif row["verdict"] != "holds":
+            what = (
+                f"fails by {100 * abs(float(row['mean'])):.1f} %"
+                if row["verdict"] == "fails"
+                else "is inconclusive"
+            )
+            bad.append(
+                f"V1 {what} for {c} ({row['reason'][0].lower()}{row['reason'][1:].rstrip('.')})"
+            )
+    if not bad:
+        return v
+    return v | {
+        "verdict": "inconclusive",
+        "reason": as_sentence(
+            f"{'; '.join(bad)}: the sequential baseline is not shown to be the compute "
+            f"alone, so the item cannot be read on it (it would read {v['verdict']}). "
+            f"{v['reason']}"
+        ),
+    }
 
 
 def _not_ran(figures: list[str], run: Results) -> str:
@@ -418,18 +518,31 @@ def _judge_rows(item, rows: pd.DataFrame, run: Results, checks: list[dict], exp)
     return _with_evidence(v, item, rows, run, checks)
 
 
-def judge_item(item, run: Results, checks: list[dict] | None = None) -> list[dict]:
+def v1_by_reading(v1_rows: list[dict], copied: dict) -> dict:
+    """V1's rows by (figure whose records, config id): a copy's V1 is its source's."""
+    out: dict = {"copied": copied}
+    for r in v1_rows:
+        out.setdefault((copies.root(r["figure"], r["config_id"], copied), r["config_id"]), r)
+    return out
+
+
+def judge_item(
+    item, run: Results, checks: list[dict] | None = None, v1: dict | None = None
+) -> list[dict]:
     """One expected item's verdict row, then one row per proxy configuration it has rows
-    of (proxy evidence), then the preview's rows (emulated configurations)."""
+    of (proxy evidence), then the preview's rows (emulated configurations). `checks` are
+    the negative controls' rows, `v1` V1's (v1_by_reading; computed here if not given)."""
     checks = checks or []
-    paper = _paper_verdicts(item, run, checks)
-    previews = _preview_verdicts(item, run, checks)
+    if v1 is None:
+        v1 = v1_by_reading(validation.v1_verdicts(run.summary), copies.sources(run.summary))
+    paper = _paper_verdicts(item, run, checks, v1)
+    previews = _preview_verdicts(item, run, checks, v1)
     if previews and paper[0]["verdict"] == "not run":
         paper[0]["reason"] = as_sentence(f"{paper[0]['reason'].rstrip('.')}; {PREVIEW_NOTE}")
     return paper + previews
 
 
-def _preview_verdicts(item, run: Results, checks: list[dict]) -> list[dict]:
+def _preview_verdicts(item, run: Results, checks: list[dict], v1: dict) -> list[dict]:
     """The item judged on emulated rows (GPU runs only: a CPU run judges nothing),
     labelled a preview and never counted: a number on each configuration alone, a claim
     across configurations on those emulated at one W together."""
@@ -450,7 +563,12 @@ def _preview_verdicts(item, run: Results, checks: list[dict]) -> list[dict]:
     for group in groups:
         rows = selected[selected["config_id"].isin(group)]
         v = _judge_rows(item, rows, run, checks, exp)
-        note = run.configs.get(group[0], {}).get("note", "") or EMULATED_LIMITS
+        if v["verdict"] != "not run":
+            v = _v1_gate(v, group, str(rows["figure"].iloc[0]), v1)
+        note = (
+            copies.without_copy_note(run.configs.get(group[0], {}).get("note", ""))
+            or EMULATED_LIMITS
+        )
         v["reason"] = as_sentence(
             f"{v['reason'].rstrip('.')}. Emulated preview, not counted: {note}"
         )
@@ -458,7 +576,7 @@ def _preview_verdicts(item, run: Results, checks: list[dict]) -> list[dict]:
     return out
 
 
-def _paper_verdicts(item, run: Results, checks: list[dict]) -> list[dict]:
+def _paper_verdicts(item, run: Results, checks: list[dict], v1: dict) -> list[dict]:
     """The item's verdict on the paper's rows, then its proxy evidence."""
     is_number = item["section"] == "numbers"
     exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
@@ -471,7 +589,7 @@ def _paper_verdicts(item, run: Results, checks: list[dict]) -> list[dict]:
     metric = metric_of(item)
     selected = select(run.judged_rows, item["rows"], metric)
     proxies = [c for c in run.proxy_configs if c in set(selected["config_id"])]
-    evidence = [_proxy_verdict(item, selected, c, run, checks, exp) for c in proxies]
+    evidence = [_proxy_verdict(item, selected, c, run, checks, exp, v1) for c in proxies]
     rows = select(run.paper_rows, item["rows"], metric)
     if metric in NEEDS_COMMUNICATION:
         rows = _rows_with_communication(item, rows, run)
@@ -489,21 +607,26 @@ def _paper_verdicts(item, run: Results, checks: list[dict]) -> list[dict]:
     return [_judge_rows(item, rows, run, checks, exp), *evidence]
 
 
-def _proxy_verdict(item, selected: pd.DataFrame, config_id: str, run: Results, checks, exp) -> dict:
+def _proxy_verdict(
+    item, selected: pd.DataFrame, config_id: str, run: Results, checks, exp, v1: dict
+) -> dict:
     """The item judged on one proxy configuration's rows alone (never averaged with
-    another mechanism), labelled proxy evidence."""
+    another mechanism), labelled proxy evidence; it needs the configuration's V1 to hold."""
     rows = selected[selected["config_id"] == config_id]
     v = _judge_rows(item, rows, run, checks, exp)
-    note = run.configs.get(config_id, {}).get("note", "")
+    if v["verdict"] != "not run":
+        v = _v1_gate(v, [config_id], str(rows["figure"].iloc[0]), v1)
+    note = copies.without_copy_note(run.configs.get(config_id, {}).get("note", ""))
     v["reason"] = as_sentence(f"{v['reason'].rstrip('.')}. Proxy evidence, not counted: {note}")
     return v | {"item_type": "proxy", "config_id": config_id}
 
 
 def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     """The negative controls, every expected item's verdict (with its proxy evidence),
-    then the artifact's own checks (V1, V2)."""
+    then the artifact's own checks (V1, V2); each row says the tally it counts in."""
     items = load_expected(expected_dir)
     run = Results.load(out)
+    copied = copies.sources(run.summary)
     control_rows = controls.verdict_rows(run.judged_rows, run.configs)
     # the emulated configurations' controls: a preview too, judged by the same rule
     preview_controls = [
@@ -514,17 +637,57 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
         control_rows = [
             c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in control_rows
         ]
-    rows_out = [row for item in items for row in judge_item(item, run, control_rows)]
-    checks = validation.check_verdicts(run) + standin.verdict_rows(run.summary, run.configs)
+    checks = validation.check_verdicts(run)
+    v1 = v1_by_reading([c for c in checks if c["item"] == validation.V1_ITEM], copied)
+    rows_out = [row for item in items for row in judge_item(item, run, control_rows, v1)]
+    checks += standin.verdict_rows(run.summary, run.configs)
     if not run.gpus:
         checks = [c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in checks]
-    verdicts = pd.DataFrame(control_rows + rows_out + checks, columns=COLUMNS)
+    every = _count_once(control_rows + rows_out + checks, copied, set(run.emulated_configs))
+    verdicts = pd.DataFrame(every, columns=COLUMNS)
     summary = run.summary
     units = summary.groupby("metric")["unit"].first() if "unit" in summary else {}  # rows' unit
     # object first: a column of no unit at all reads as float, which text cannot fill
     unit = verdicts["unit"].astype(object)
     verdicts["unit"] = unit.fillna(verdicts["metric"].map(units).astype(object)).fillna("")
     return verdicts
+
+
+def _count_once(rows: list[dict], copied: dict, emulated: set[str]) -> list[dict]:
+    """Each row's tally (verdicts.counted_in; a check or control of an emulated
+    configuration counts with the preview) and, for a configuration whose records another
+    figure measured, `same_records_as`: the row counts once, under the figure that
+    measured it (or the first figure listed where that one has no such row)."""
+    first: dict[tuple, str] = {}
+    out = []
+    for row in rows:
+        config = str(row.get("config_id") or "")
+        source = copied.get((row["figure"], config), "")
+        tally = counted_in(row["item_type"], config in emulated)
+        reading = (tally, row["item"], config, copies.root(row["figure"], config, copied))
+        if config and row["item_type"] not in ("number", "claim"):
+            # the figure that measured it counts first, then any copy in the order given
+            owner = first.setdefault(
+                reading, reading[3] if _has(rows, reading, copied) else row["figure"]
+            )
+            if owner != row["figure"]:
+                tally = ""
+        same = copies.label(source) if source else ""
+        if same:
+            row = row | {
+                "reason": as_sentence(f"{row['reason'].rstrip('.')} (same records as {same})")
+            }
+        out.append(row | {"counted_in": tally, "same_records_as": same})
+    return out
+
+
+def _has(rows: list[dict], reading: tuple, copied: dict) -> bool:
+    """Whether the figure that measured a reading has a row of it among `rows`."""
+    _, item, config, owner = reading
+    return any(
+        r["figure"] == owner and r["item"] == item and str(r.get("config_id") or "") == config
+        for r in rows
+    )
 
 
 def write_verdicts(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:

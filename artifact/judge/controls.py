@@ -149,7 +149,8 @@ def gate(verdict: dict, metric: str | None, rows: pd.DataFrame, controls: list[d
             **verdict,
             "verdict": "inconclusive",
             "reason": f"The negative control does not read 0 in {len(bad)} of {len(rows)} "
-            f"configuration(s), so the effect cannot be told from the bias: {'; '.join(bad)}. "
+            f"configuration{'' if len(rows) == 1 else 's'}, so the effect cannot be told from "
+            f"the bias: {'; '.join(bad)}. "
             f"{reason}.",
         }
     if missing:

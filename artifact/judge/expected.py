@@ -17,6 +17,8 @@ from artifact.figures import REGISTRY
 
 EXPECTED_DIR = REPO_ROOT / "expected"
 AGGREGATES = ("mean", "max", "cap_increase")
+# the dimensions an item about the paper's whole grid may name (`grid`, artifact/judge/coverage.py)
+GRID_DIMENSIONS = ("model", "parallelism", "micro_batch")
 CLAIM_KINDS = {
     "every_row_positive": ("metric",),
     "group_greater": ("metric", "greater", "lesser"),
@@ -116,6 +118,13 @@ def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
                 ):
                     raise ArtifactError(
                         f"{where}: 'requires' must be a mapping with metric, at_least and why, got {need!r}"
+                    )
+                grid = item.get("grid")
+                if grid is not None and not (
+                    isinstance(grid, list) and grid and set(grid) <= set(GRID_DIMENSIONS)
+                ):
+                    raise ArtifactError(
+                        f"{where}: grid {grid!r}; accepted: a list of {', '.join(GRID_DIMENSIONS)}"
                     )
                 if not (item["scope"] == "any" or isinstance(item["scope"], list)):
                     raise ArtifactError(f"{where}: scope must be 'any' or a list of GPU names")

@@ -47,6 +47,11 @@ COLUMNS = [
     "source",
     "item_type",  # number / claim (expected/*.yaml) or check (V1, V2: artifact.judge.validation)
     "config_id",  # a check's configuration (empty: the item spans configurations)
+    # the tally the row counts in (COUNTED_IN: "paper" is the paper's), so a script counts
+    # verdicts.csv with no knowledge of item types; empty: a copied configuration's row,
+    # counted once under the figure `same_records_as` names (FigureSpec.reuses)
+    "counted_in",
+    "same_records_as",
 ]
 
 
@@ -56,6 +61,20 @@ def as_sentence(text: str) -> str:
     if not text:
         return text
     return text[0].upper() + text[1:] + ("" if text.endswith((".", ")", "!", "?")) else ".")
+
+
+# counted_in's values, in the order a reader counts them: the paper's items, the negative
+# controls, the artifact's checks (V1, V2), proxy evidence, the emulated preview (its
+# items, controls and V1 together)
+COUNTED_IN = ("paper", "control", "check", "proxy", "preview")
+
+
+def counted_in(item_type: str, emulated: bool = False) -> str:
+    """The tally a row of `item_type` counts in: a check or control of an emulated
+    configuration counts with the preview."""
+    if item_type in PAPER_KINDS:
+        return "paper"
+    return "preview" if emulated else item_type
 
 
 def paper_items(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -79,21 +98,30 @@ OTHER_KINDS = {
 
 def tally(verdicts: pd.DataFrame) -> str:
     """One line of counts: the paper's items, then the controls, the artifact's checks and
-    the proxy evidence where there are any (compare and the report)."""
-    paper = paper_items(verdicts)["verdict"].value_counts()
+    the proxy evidence where there are any (compare and the report). Each row counts in
+    the tally its `counted_in` names, so a reading copied from another figure counts once."""
+    paper = counted(verdicts, "paper")["verdict"].value_counts()
     line = "paper: " + ", ".join(f"{v} {paper.get(v, 0)}" for v in VERDICTS)
     for item_type, (label, values) in OTHER_KINDS.items():
-        counts = of_type(verdicts, item_type)["verdict"].value_counts()
+        counts = counted(verdicts, item_type)["verdict"].value_counts()
         if not counts.empty:
             line += f"; {label}: " + ", ".join(f"{v} {counts.get(v, 0)}" for v in values)
     return line
+
+
+def counted(verdicts: pd.DataFrame, tally_name: str) -> pd.DataFrame:
+    """The rows that count in one tally (counted_in), each reading once; a table without
+    the column (older, or made by hand) counts by item type."""
+    if "counted_in" not in verdicts:
+        return verdicts[verdicts["item_type"].map(counted_in) == tally_name]
+    return verdicts[verdicts["counted_in"] == tally_name]
 
 
 def row_kinds(verdicts: pd.DataFrame) -> str:
     """How many rows of each kind: '26 of the paper's items, 36 negative controls, ...'."""
     parts = [f"{len(paper_items(verdicts))} of the paper's items"]
     for item_type, (label, _) in OTHER_KINDS.items():
-        if n := len(of_type(verdicts, item_type)):
+        if n := len(counted(verdicts, item_type)):
             parts.append(f"{n} {label}")
     return ", ".join(parts)
 
@@ -101,26 +129,62 @@ def row_kinds(verdicts: pd.DataFrame) -> str:
 def equivalence(
     low: float, high: float, n: int, edges: tuple[float, float], percent: bool = False
 ) -> tuple[str, str]:
-    """The one equivalence rule of the checks and controls (V1, V2's slopes, the negative
-    controls): (verdict, why) of a 95 % CI against the band `edges`. It holds where the
-    whole CI lies inside the band, fails where it lies wholly outside, and is
-    inconclusive where it reaches across an edge, or with fewer than MIN_REPETITIONS
-    repetitions: a wide interval is no evidence of a match. `percent` writes the band in %
-    (the edges are fractions), as the rows it sits in write their CIs."""
-    scale, unit = (100, " %") if percent else (1, "")
-    band = f"[{scale * edges[0]:+.4g}, {scale * edges[1]:+.4g}]{unit}"
+    """The one equivalence rule of every judged number (the paper's numbers, V1, V2's
+    slopes, the negative controls): (verdict, why) of a 95 % CI against the band `edges`.
+    It holds where the whole CI lies inside the band, fails where it lies wholly outside,
+    and is inconclusive where it reaches across an edge (the reason says which and by how
+    much), or with fewer than MIN_REPETITIONS repetitions: a wide interval is no evidence
+    of a match. `percent` writes the band in % and gaps in points (the edges are
+    fractions), as the rows it sits in write their CIs."""
     if n < MIN_REPETITIONS:
         return (
             "inconclusive",
             f"too few repetitions to check (n = {n}; a check needs {MIN_REPETITIONS})",
         )
+    return band_verdict(low, high, edges, percent)
+
+
+def band_verdict(
+    low: float, high: float, edges: tuple[float, float], percent: bool = False, unit: str = ""
+) -> tuple[str, str]:
+    """equivalence without its count of repetitions (compare's numbers gate that apart):
+    'holds', 'fails' or 'inconclusive', and why in words. `unit` names a plain unit."""
+    scale, suffix, gap_unit = (
+        (100, " %", " points") if percent else (1, f" {unit}".rstrip(), f" {unit}".rstrip())
+    )
+
+    sign = "+" if min(edges) < 0 else ""  # a band about 0 reads -1 to +1
+
+    def at(x: float) -> str:
+        return f"{scale * x:{sign}.4g}{suffix}"
+
+    def gap(x: float) -> str:
+        return f"{scale * x:.3g}{gap_unit}"
+
+    band = f"[{scale * edges[0]:{sign}.4g}, {scale * edges[1]:{sign}.4g}]{suffix}"
     if not (math.isfinite(low) and math.isfinite(high)):
         return "inconclusive", "no confidence interval"
     if edges[0] <= low <= high <= edges[1]:
         return "holds", f"the CI lies within {band}"
-    if high < edges[0] or low > edges[1]:
-        return "fails", f"the CI lies outside {band}"
-    return "inconclusive", f"the CI reaches across an edge of {band}: neither inside nor outside"
+    if high < edges[0]:
+        return (
+            "fails",
+            f"the CI lies below {band}, its top {gap(edges[0] - high)} under the lower edge",
+        )
+    if low > edges[1]:
+        return (
+            "fails",
+            f"the CI lies above {band}, its bottom {gap(low - edges[1])} over the upper edge",
+        )
+    crossed = []
+    if low < edges[0]:
+        crossed.append(f"{gap(edges[0] - low)} below the lower edge ({at(edges[0])})")
+    if high > edges[1]:
+        crossed.append(f"{gap(high - edges[1])} above the upper edge ({at(edges[1])})")
+    return (
+        "inconclusive",
+        f"the CI reaches {' and '.join(crossed)} of {band}: neither inside nor outside",
+    )
 
 
 def load_verdicts(out: Path) -> pd.DataFrame:
@@ -146,4 +210,6 @@ def load_verdicts(out: Path) -> pd.DataFrame:
     for column in COLUMNS[9:]:  # added later: a verdicts.csv written before lacks them
         if column not in verdicts.columns:
             verdicts[column] = ""
+    if (verdicts["counted_in"] == "").all():  # written before counted_in: by item type
+        verdicts["counted_in"] = verdicts["item_type"].map(counted_in)
     return verdicts

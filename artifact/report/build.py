@@ -17,6 +17,7 @@ import pandas as pd
 
 from artifact.analyze.aggregate import gpus_in
 from artifact.figures import all_figures, paper_figures, spec_of
+from artifact.judge.copies import label, plain_note
 from artifact.judge.verdicts import as_sentence, paper_items, tally
 from artifact.report import appendix, emulated, instrument, mechanisms, plots, validations
 from artifact.report.document import Doc, to_html, to_latex, to_markdown
@@ -37,9 +38,16 @@ from artifact.workloads import beyond_paper
 
 
 def _evaluated_figures(verdicts: pd.DataFrame) -> str:
+    """Which figures the items judged here come from, as a sentence."""
     items = paper_items(verdicts)
     judged = items[items["verdict"].isin(appendix.EVALUATED)]
-    return ", ".join(dict.fromkeys(str(f) for f in judged["figure"])) or "none"
+    figures = [
+        "the headline numbers" if f == "headline" else label(str(f))
+        for f in dict.fromkeys(judged["figure"])
+    ]
+    if not figures:
+        return "No item of the paper was judged here, either way."
+    return f"The items judged here are those of {', '.join(figures)}."
 
 
 def _first_line(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame) -> str:
@@ -49,7 +57,7 @@ def _first_line(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame) ->
         return f"**Functional check on CPU: no claim of the paper was evaluated.** Every number below comes from the CPU (gloo) and checks only that the code paths run. {counts}"
     real, emulated = worlds(configs)
     n = max(real, default=1)
-    where = f"Evaluated items come from: {_evaluated_figures(verdicts)}."
+    where = _evaluated_figures(verdicts)
     if emulated and n == 1:  # --emulate-world: one GPU playing rank 0 of W
         return f"**Emulated on 1 x {', '.join(gpus)}: rank 0 of {' and '.join(map(str, emulated))} GPUs run alone, its traffic as paced local copies.** No collective crossed a link, so nothing here reproduces or refutes the paper: the emulated rows are a preview, shown beside the paper's numbers and never counted (section 'Emulated W-GPU preview'). {counts} {where}"
     if n == 1:
@@ -170,7 +178,7 @@ def figure_sections(doc: Doc, run: Results) -> list[Path]:
                 "points, and no verdict is drawn from them"
             )
         doc.image(f"figures/{png.name}", caption + ".")
-        notes = sorted({n for n in rows["note"].dropna() if n})
+        notes = sorted({plain_note(n) for n in rows["note"].dropna() if n})
         if notes:
             doc.items(notes)
     return made

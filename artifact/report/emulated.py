@@ -14,9 +14,10 @@ import pandas as pd
 from artifact.core.emulated import EMULATED_SUFFIX
 from artifact.core.units import MIB
 from artifact.judge.controls import WHAT
-from artifact.judge.verdicts import of_type
+from artifact.judge.verdicts import counted, of_type
 from artifact.report.appendix import expected_text, measured_text
 from artifact.report.document import Doc
+from artifact.report.instrument import readings_sentence, with_source
 from artifact.results import Results
 
 FIDELITY = (
@@ -124,17 +125,25 @@ def preview_section(doc: Doc, run: Results) -> None:
         ],
     )  # fmt: skip
     previews = of_type(run.verdicts, "preview")
+    counted_here = counted(run.verdicts, "preview")["verdict"].value_counts()
+    if not counted_here.empty:
+        doc.p(
+            "The preview's own tally, never the paper's (its items, its zero-byte controls "
+            "and the V1 rows of its configurations, each reading once): "
+            + ", ".join(f"{v} {n}" for v, n in counted_here.items())
+            + "."
+        )
     controls = previews[previews["item"].str.startswith("control_")]
     if not controls.empty:
         doc.p(
             "Zero-byte controls of the emulated path (the same modes with nothing moved; each "
             "must read 0, as the negative controls above; a slowdown or penalty is judged "
-            "beyond its control):"
+            f"beyond its control). {readings_sentence(controls, 'preview')}"
         )
         doc.table(
             ["figure", "configuration", "control", "mean [95% CI]", "n", "verdict"],
             [
-                [r.figure, r.config_id, WHAT[r.item],
+                [r.figure, with_source(r), WHAT[r.item],
                  _ci(r._asdict()), "-" if pd.isna(r.n) else f"{int(r.n)}", r.verdict]
                 for r in controls.itertuples()
             ],

@@ -144,6 +144,78 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "proxy",
         "with one GPU an all-reduce moves no data, so the microbenchmark also runs a labelled stand-in beside the compute (NCCL's one-rank kernel, or a device-to-device copy of the same size). Proxy rows are evidence about one GPU only and never count toward the paper's tally.",
     ),
+    (
+        "V3",
+        "the artifact's third check: the overlap fraction shown beside every slowdown, so that 'no slowdown' where nothing overlapped is not read as 'overlap is free'.",
+    ),
+    (
+        "overlap fraction",
+        "the share of communication time during which compute kernels run at the same time: time both kinds of kernel run / communication time, from the profiler trace of the overlap mode.",
+    ),
+    (
+        "SM",
+        "streaming multiprocessor, the GPU's unit of compute; a kernel runs on some or all of them. NCCL's kernels occupy a few SMs while they move data; the artifact reads the SM clock while a phase settles and beside power.",
+    ),
+    (
+        "copy engine",
+        "a GPU's DMA unit that moves memory without using SMs; the copy proxy's device-to-device copy runs on it.",
+    ),
+    (
+        "scaled MAD",
+        "the median absolute deviation times 1.4826, a spread that one stalled iteration cannot inflate; an iteration more than 5 scaled MADs (and 5 %) from the median is counted as an outlier.",
+    ),
+    (
+        "precisions (FP32, TF32, FP16, BF16)",
+        "32-bit floating point; TF32, NVIDIA's tensor-core format for FP32 matrix products (10-bit mantissa); 16-bit floating point; bfloat16 (FP32's exponent range with 8 bits of mantissa).",
+    ),
+    (
+        "FSDP, FSDP2",
+        "fully sharded data parallelism: parameters, gradients and optimizer state split across GPUs, gathered for each layer (all-gather) and reduced after it (reduce-scatter). The paper's FSDP is DeepSpeed ZeRO-3; FSDP2 is torch's own, run beside it as beyond the paper.",
+    ),
+    (
+        "GEMM",
+        "general matrix multiplication: the matrix product the microbenchmark times (an 8192 x 8192 product, its compute).",
+    ),
+    (
+        "SDPA",
+        "scaled dot-product attention, torch's fused attention kernel; the pipeline's Megatron-core layers call it.",
+    ),
+    (
+        "NCCL / RCCL",
+        "NVIDIA's and AMD's collective communication libraries (all-reduce, all-gather, reduce-scatter, send/receive), which torch.distributed calls.",
+    ),
+    (
+        "NVML / AMD-SMI",
+        "NVIDIA's and AMD's management libraries, through which the artifact reads power, energy, clocks and power limits.",
+    ),
+    (
+        "CV",
+        "coefficient of variation: the standard deviation over repetitions divided by |mean|.",
+    ),
+    (
+        "reading",
+        "one configuration's measured value of one quantity (a control, a V1 gap), from its own repetitions. Each tally counts a reading once.",
+    ),
+    (
+        "same records as Fig. N",
+        "a configuration this figure shares with Fig. N, whose records were copied from it rather than measured again (fig10's FP16 row is fig4's, fig11's FP32 row is fig10's, fig8's rows are fig6's). It is listed under both figures and counted once, under the figure that measured it (verdicts.csv: same_records_as, counted_in).",
+    ),
+    (
+        "equivalence rule",
+        "how every number is judged against its band: reproduced (or holds) where the whole 95 % CI lies within the band, not reproduced (fails) where it lies wholly outside, inconclusive where it reaches across an edge; the reason says which edge and by how much. A wide interval is no evidence of a match.",
+    ),
+    (
+        "k of K configurations (of the paper's grid)",
+        "for an item about the paper's whole grid (a mean or maximum over all models, both parallelisms): how many of the grid's configurations (at the paper preset) the run measured. Such an item is judged only where k = K.",
+    ),
+    (
+        "Sidak interval",
+        "the interval of a maximum over k configurations: each configuration's CI widened to the level 0.95^(1/k), so that all k hold together with 95 % probability; the maximum's interval runs from the largest lower end to the largest upper end.",
+    ),
+    (
+        "delta method",
+        "a standard error for a function of means (Eq. 1, a ratio) from its first-order expansion about them; paired by repetition where every repetition measures every input.",
+    ),
     ("n", "the number of repetitions behind a mean; a verdict needs at least 5."),
     (
         "95% CI",

@@ -10,16 +10,17 @@ import math
 import pandas as pd
 
 from artifact.judge.controls import WHAT
-from artifact.judge.verdicts import of_type
+from artifact.judge.verdicts import counted, of_type
 from artifact.report.appendix import measured_text
 from artifact.report.document import Doc
 
 CONTROLS_TEXT = (
-    "A negative control is a measurement whose true value is 0. Each configuration's Eq. 1 "
-    "slowdown and sequential penalty are measured once more with no data moved. Where the "
-    "collectives move data (several GPUs, or an emulated world), that is the zero-byte "
-    "control phases: the same collectives on empty buffers. On one GPU nothing moves in any "
-    "case, so the measurement is its own control. A control holds where its whole 95 % CI "
+    "A negative control is a measurement whose true value is 0: Eq. 1's slowdown and the "
+    "sequential penalty when no data moves. Where the collectives move data (several GPUs, "
+    "or an emulated world), each configuration runs two more phases for it, the zero-byte "
+    "controls: the overlap and sequential code paths with every collective on empty "
+    "buffers. On one GPU a collective moves no data anyway, so no extra phase runs: the "
+    "configuration's own slowdown and penalty are its control. A control holds where its whole 95 % CI "
     "lies within ±1 point, fails where it lies wholly outside, and is inconclusive "
     "otherwise; a claim that rests on a control that does not hold is inconclusive, and "
     "every slowdown and penalty with a measured control is judged as the effect beyond it."
@@ -55,15 +56,39 @@ def controls_section(doc: Doc, verdicts: pd.DataFrame) -> None:
             "Their readings are in verdicts.csv (item_type control)."
         )
         return
-    doc.p("; ".join(f"{v}: {n}" for v, n in counts.items()) + ".")
+    doc.p(readings_sentence(controls, "control"))
     doc.table(
         ["figure", "configuration", "control", "mean [95% CI]", "n", "verdict"],
         [
-            [r.figure, r.config_id, WHAT[r.item],
+            [r.figure, with_source(r), WHAT[r.item],
              f"{_pct(r.mean)} [{_pct(r.ci_low)}, {_pct(r.ci_high)}]", f"{int(r.n)}", r.verdict]
             for r in controls.itertuples()
         ],
     )  # fmt: skip
+
+
+def with_source(r) -> str:
+    """A configuration, with the figure whose records it holds where another measured it."""
+    same = str(getattr(r, "same_records_as", "") or "")
+    return f"{r.config_id} (same records as {same})" if same else str(r.config_id)
+
+
+def readings_sentence(rows: pd.DataFrame, tally_name: str) -> str:
+    """'12 readings: 9 hold, 3 inconclusive.' Each reading once: a configuration copied
+    from another figure is listed under both and counted under the one that measured it."""
+    once = counted(rows, tally_name)
+    counts = once["verdict"].value_counts()
+    words = {"holds": "hold", "fails": "fail"}
+    text = f"{len(once)} reading{'' if len(once) == 1 else 's'}: " + ", ".join(
+        f"{n} {words.get(v, v) if len(once) != 1 else v}" for v, n in counts.items()
+    )
+    copies = len(rows) - len(once)
+    if copies:
+        text += (
+            f" ({len(rows)} rows: {copies} repeat a reading another figure measured, marked "
+            "'same records as', and count once)"
+        )
+    return text + "."
 
 
 def proxy_section(doc: Doc, verdicts: pd.DataFrame) -> None:
@@ -114,7 +139,7 @@ def passes_section(doc: Doc, summary: pd.DataFrame) -> None:
     ]  # fmt: skip
     flagged = sum(1 for r in rows if float(r[5]) > 0)
     doc.p(
-        f"{flagged} of {len(rows)} configuration(s) had outlying iterations (mean count per "
+        f"{flagged} of {len(rows)} configurations had outlying iterations (mean count per "
         "repetition, summed over phases)."
     )
     doc.table(
