@@ -522,3 +522,40 @@ def test_a_source_reads_as_the_paper_cites():
     cited = _source("section Abstract, V; figure Fig. 5; gpu A100; model all; precision FP16 (s)")
     assert cited == "Fig. 5, Abstract, Sec. V; A100; all models; FP16 (s)"
     assert _source("section IV-D, V-A; figure Fig. 5") == "Fig. 5, Sec. IV-D, Sec. V-A"
+
+
+def _mech_rows():
+    """One GPU's mechanism axis as summary rows: SMs held at 4 and 16 CTAs, the copy, a
+    co-located pair and its twin."""
+    configs, rows = {}, []
+    points = [
+        ("spin", "sm-held-4cta", 4, 2, 0.17, False),
+        ("spin", "sm-held-16cta", 16, 4, 0.18, False),
+        ("copy", "proxy-copy", 0, 0, 0.40, False),
+        ("coloc", "coloc-nccl-16cta-w2", 16, 2, 0.25, False),
+        ("nccl-shaped", "standin-16cta-coloc-w2", 16, 2, 0.24, True),
+    ]
+    for comm, par, ctas, ranks, value, twin in points:
+        cid = f"gemm-bf16_{par}_1048576KiB_w1"
+        configs[cid] = {"comm": comm, "parallelism": par, "model": "gemm-bf16", "compute": "gemm",
+                        "comm_bytes": 1 << 30, "ctas": ctas, "ranks": ranks, "world_size": 1,
+                        **({"twin_of": "coloc-nccl-16cta-w2"} if twin else {})}
+        rows.append(_row("contention", cid, "derived", "slowdown", value))
+    return pd.DataFrame(rows), configs
+
+
+def test_the_mechanism_section_tables_one_gpus_axis_and_says_when_nothing_was_measured(tmp_path):
+    from artifact.report import mechanisms
+    from artifact.report.document import Doc, to_markdown
+
+    summary, configs = _mech_rows()
+    table = mechanisms.table(summary, configs)
+    assert list(table["comm"]) == ["copy", "spin", "spin", "nccl-shaped", "coloc"]
+    assert list(table[table["comm"] == "spin"]["ctas"]) == [4, 16]  # by CTAs, as numbers
+    doc = Doc(title="t")
+    made = mechanisms.section(doc, summary, configs, None, tmp_path, measured_on_gpu=True)
+    text = to_markdown(doc)
+    assert "+17.0 %" in text and "twin of co-located" in text and made and made[0].is_file()
+    cpu = Doc(title="t")
+    assert mechanisms.section(cpu, summary, configs, None, tmp_path, measured_on_gpu=False) == []
+    assert "Nothing of this section was measured here" in to_markdown(cpu)

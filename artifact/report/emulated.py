@@ -11,7 +11,7 @@ import math
 
 import pandas as pd
 
-from artifact.core.emulated import EMULATED_SUFFIX
+from artifact.core.emulated import EMULATED_SUFFIX, stand_in_of
 from artifact.core.units import MIB
 from artifact.judge.controls import WHAT
 from artifact.judge.verdicts import counted, of_type
@@ -33,8 +33,17 @@ FIDELITY = (
     "memory system, stragglers among ranks, and a pipeline's bubble (pipelines are not "
     "emulated). So these slowdowns preview the contention one GPU's own traffic causes; "
     "they are not the paper's multi-GPU numbers and never count as reproducing them. In "
-    "short: no real NVLink or NCCL protocol, no peers' load, no pipeline bubble."
+    "short: no real NVLink or NCCL protocol, no peers' load, no pipeline bubble. With "
+    "--stand-in nccl-shaped the bytes move instead in one persistent kernel of C CTAs a "
+    "collective, shaped as NCCL's ring (the stand-in column says which ran); it is "
+    "checked against co-located NCCL ranks by the contention map, and until that check "
+    "holds on this GPU model: stand-in not validated on this GPU."
 )
+
+
+def _stand_in(config: dict) -> str:
+    name = config.get("stand_in") or stand_in_of(config.get("config_id", "")) or "copy"
+    return f"{name} ({config['comm_ctas']} CTAs)" if config.get("comm_ctas") else name
 
 
 def _ci(row) -> str:
@@ -112,11 +121,11 @@ def preview_section(doc: Doc, run: Results) -> None:
     doc.p(FIDELITY)
     s = run.summary
     doc.table(
-        ["configuration", "W", "Eq. 1 slowdown", "sequential penalty", "MiB per step (overlap)",
+        ["configuration", "W", "stand-in", "Eq. 1 slowdown", "sequential penalty", "MiB per step (overlap)",
          "link achieved in sequential, GB/s (of paced)",
          "rank 0's peak GiB (overlap) of the estimate"],
         [
-            [c, str(run.emulated_world(c) or "?"),
+            [c, str(run.emulated_world(c) or "?"), _stand_in(run.configs.get(c, {}) | {"config_id": c}),
              _ci(_derived(s, c, "slowdown")), _ci(_derived(s, c, "sequential_penalty")),
              _measured(s, c, "overlap", "emulated_mib_per_step"),
              _link_text(s, c, run.provenance.get("emulated_link_gbps")),

@@ -157,6 +157,22 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "streaming multiprocessor, the GPU's unit of compute; a kernel runs on some or all of them. NCCL's kernels occupy a few SMs while they move data; the artifact reads the SM clock while a phase settles and beside power.",
     ),
     (
+        "NCCL-shaped stand-in",
+        "what --emulate-world --stand-in nccl-shaped moves rank 0's bytes with: one persistent kernel of C CTAs a collective (C: NCCL's channel count for the GPU model), each holding its SM until the collective ends, reading what rank 0 sends, writing what it receives and reading two operands and writing one for each reduced chunk, paced to the link. The default stand-in, copy, moves the same bytes as copies.",
+    ),
+    (
+        "co-located NCCL ranks",
+        "W real NCCL ranks on one GPU, in one process, one thread and communicator a rank (NCCL 2.30 or newer, NCCL_MULTI_RANK_GPU_ENABLE): NCCL's own kernels beside the compute, the ground truth the stand-in is checked against.",
+    ),
+    (
+        "SMs held",
+        "the contention map's one-GPU kernel that occupies C SMs by spinning, for as long as a ring all-reduce would take on the link, and moves no bytes: the share of a slowdown that comes from the SMs a collective takes.",
+    ),
+    (
+        "twin",
+        "the NCCL-shaped stand-in doing every co-located rank's ring with the same total CTAs and bytes, paced to the time co-located NCCL took a collective; the stand-in is validated on a GPU model where the twin's slowdown is within 3 points of co-located NCCL's.",
+    ),
+    (
         "copy engine",
         "a GPU's DMA unit that moves memory without using SMs; the copy proxy's device-to-device copy runs on it.",
     ),

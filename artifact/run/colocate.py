@@ -207,7 +207,11 @@ def probe(world: int, ctas_total: int | None, nbytes: int, timeout_s: float = 12
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         return {"nccl_probe_error": f"exit {done.returncode}: {last[:200]}"}
-    return parse_log(done.stdout + done.stderr, nbytes)
+    found = parse_log(done.stdout + done.stderr, nbytes)
+    if found["nccl_algo"] is None:  # its log said no choice for this size: keep what it said
+        lines = [x for x in (done.stdout + done.stderr).splitlines() if "NCCL INFO" in x]
+        found["nccl_log_tail"] = lines[-12:]
+    return found
 
 
 def _probe_main(argv: list[str]) -> None:

@@ -1,0 +1,125 @@
+"""Co-located ranks (artifact.run.colocate), the one-GPU mechanism axis
+(artifact.core.mechanisms) and the stand-in's validation rows (artifact.judge.standin), on CPU."""
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from artifact.core import mechanisms as mech
+from artifact.core.config import get_preset
+from artifact.estimate.model import contention_grid
+from artifact.judge import standin
+from artifact.run import colocate
+
+
+@pytest.mark.parametrize("w", [2, 4])
+def test_w_gloo_ranks_in_threads_all_reduce_correctly_beside_a_matmul(w):
+    """The harness's CPU path (the same code as NCCL's, another backend): every rank's
+    buffer ends as the sum of all W, while rank 0's thread multiplies matrices."""
+    ranks = colocate.Colocated(w, torch.device("cpu"))
+    try:
+        buf = torch.randn(10_000)
+        peers = [ranks._peer_buffer(r, buf) for r in range(1, w)]
+        expect = buf + sum(peers)
+        a = torch.randn(128, 128)
+        work = ranks.all_reduce(buf)
+        product = a @ a  # compute on rank 0's thread while the collective runs
+        work.wait()
+        assert torch.allclose(buf, expect, atol=1e-4)
+        assert all(torch.allclose(p, expect, atol=1e-4) for p in peers)
+        assert product.shape == (128, 128)
+        before = buf.clone()
+        ranks.all_reduce(buf[:0], full=buf).wait()  # a zero-byte control moves nothing
+        assert torch.equal(buf, before)
+    finally:
+        ranks.close()
+
+
+def test_too_old_an_nccl_is_refused_in_one_line_naming_the_version_and_the_wheel():
+    why = colocate.refusal((2, 28, 9))
+    assert "2.28.9" in why and colocate.NCCL_WHEEL in why and "\n" not in why
+    assert colocate.refusal((2, 30, 0)) is None and colocate.refusal((2, 32, 3)) is None
+
+
+def test_the_total_ctas_are_split_across_the_ranks():
+    assert colocate.ctas_per_rank(16, 2) == 8 and colocate.ctas_per_rank(16, 4) == 4
+    assert colocate.ctas_per_rank(3, 4) == 1 and colocate.ctas_per_rank(None, 4) is None
+
+
+LOG = """host:1:1 [0] NCCL INFO NCCL version 2.32.3+cuda13.0
+host:1:2 [0] NCCL INFO 8 coll channels, 8 collnet channels, 0 nvls channels, 8 p2p channels, 8 p2p channels per peer
+host:1:1 [0] NCCL INFO 1048576 Bytes -> Algo 0 proto 0 time 12.0
+host:1:1 [0] NCCL INFO 1073741824 Bytes -> Algo 1 proto 2 time 3000.5
+"""
+
+
+def test_nccls_choices_are_read_from_its_log():
+    got = colocate.parse_log(LOG, 1 << 30)
+    assert got == {"nccl_version": "2.32.3", "nccl_channels": 8,
+                   "nccl_algo": "Ring", "nccl_proto": "Simple"}
+    assert colocate.parse_log("nothing", 1 << 30)["nccl_version"] is None
+
+
+def test_one_gpus_mechanism_axis_on_an_h100():
+    got = mech.mechanisms(1, "cuda", (0, 8), "NVIDIA H100 80GB HBM3")
+    spins = [m.spec["ctas"] for m in got if m.comm == "spin"]
+    assert spins == list(mech.SM_HELD)
+    shaped = [m for m in got if m.comm == "nccl-shaped" and not m.twin_of]
+    assert [m.spec["ctas"] for m in shaped] == [16]  # NCCL's channels on an H100 (package data)
+    coloc = {m.spec["ranks"]: m for m in got if m.comm == "coloc"}
+    twins = {m.spec["ranks"]: m for m in got if m.twin_of}
+    assert set(coloc) == set(twins) == set(mech.COLOCATED_WORLDS)
+    assert all(twins[w].twin_of == coloc[w].parallelism for w in twins)
+    assert all(m.refused is None for m in got)
+    unknown = mech.mechanisms(1, "cuda", (0,), "Some GPU")
+    assert all(m.refused for m in unknown if not m.every_size)  # no link, no channel count
+    assert [m.comm for m in mech.mechanisms(2, "cuda", (0, 8))] == ["allreduce", "allreduce"]
+
+
+def test_the_plan_prices_the_axis_at_one_size_beside_the_gemms():
+    preset = get_preset("quick")
+    grid = contention_grid(preset, 1, "cuda")
+    axis = [(m, k, b) for m, k, b in grid if not m.every_size]
+    assert {b for _, _, b in axis} == {preset.contention.mechanism_at_bytes}
+    assert {k.compute for _, k, _ in axis} == {"gemm"}
+    gemms = sum(k.compute == "gemm" for k in preset.contention.computes)
+    assert len(axis) == gemms * (len(mech.SM_HELD) + 1 + 2 * len(mech.COLOCATED_WORLDS))
+
+
+def _row(config_id, mean, lo, hi, n=5, metric="slowdown_beyond_control"):
+    return {"figure": "contention", "config_id": config_id, "mode": "derived",
+            "metric": metric, "mean": mean, "ci_low": lo, "ci_high": hi, "n": n}
+
+
+CONFIGS = {
+    "twin": {"twin_of": "coloc-w2", "model": "gemm-bf16", "comm_bytes": 1 << 30, "ranks": 2,
+             "ctas": 16, "paced_to_ms": 4.0, "parallelism": "standin-16cta-coloc-w2"},
+    "real": {"model": "gemm-bf16", "comm_bytes": 1 << 30, "parallelism": "coloc-w2"},
+}
+
+
+@pytest.mark.parametrize(
+    "twin, real, verdict",
+    [
+        ((0.200, 0.195, 0.205), (0.190, 0.185, 0.195), "holds"),  # 1 point apart, tight
+        ((0.300, 0.295, 0.305), (0.190, 0.185, 0.195), "fails"),  # 11 points apart
+        ((0.200, 0.100, 0.300), (0.190, 0.185, 0.195), "inconclusive"),  # too wide to tell
+    ],
+)
+def test_the_stand_in_is_validated_only_where_the_whole_difference_ci_is_within_3_points(
+    twin, real, verdict
+):
+    summary = pd.DataFrame([_row("twin", *twin), _row("real", *real)])
+    (row,) = standin.verdict_rows(summary, CONFIGS)
+    assert row["verdict"] == verdict and row["item_type"] == "check"
+    assert math.isclose(row["mean"], twin[0] - real[0])
+    assert row["ci_low"] < row["mean"] < row["ci_high"]
+    assert row["reason"].lower().startswith(standin.WORDS[verdict])
+
+
+def test_a_twin_without_its_co_located_rows_is_not_run():
+    summary = pd.DataFrame([_row("twin", 0.2, 0.19, 0.21)])
+    (row,) = standin.verdict_rows(summary, {"twin": CONFIGS["twin"]})
+    assert row["verdict"] == "not run" and "coloc-w2" in row["reason"]
