@@ -470,6 +470,10 @@ def check_run_args(run_args: list[str]) -> None:
     preset = get_preset(args.preset or default_preset(device != "cpu"))
     if device == "cpu" and preset.device != "cpu":
         raise ArtifactError(f"preset {preset.name!r} needs a GPU; on CPU use --preset tiny")
+    if args.out:  # one line here, not one per figure
+        from artifact.store import check_not_a_file
+
+        check_not_a_file(Path(args.out))
 
 
 def cmd_all(args: argparse.Namespace) -> int:
