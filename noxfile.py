@@ -13,10 +13,10 @@ Arguments after `--` go to `.venv/bin/artifact run` (try `nox -s fig8 -- --help`
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib.util
 import os
-import argparse
 import signal
 import subprocess
 import sys

@@ -10,7 +10,6 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import signal
 import sys
 import time
@@ -23,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from artifact import env as envmod
+from artifact.command import invocation
 from artifact.core import emulated as emulation_flags
 from artifact.core.config import (
     PRECISIONS,
@@ -203,19 +203,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return launch_and_report(
         args, figure, preset.name, device, out, reps, nproc, options, rank_env=rank_env
     )
-
-
-def invocation() -> str:
-    """This CLI as a command to paste: `python -m artifact` where the first `python` on
-    PATH is this interpreter; else this interpreter's path (relative where it lies under
-    the current folder, e.g. `.venv/bin/python`): another Python may lack the packages."""
-    exe = Path(sys.executable)
-    on_path = shutil.which("python")
-    if on_path and Path(on_path).absolute() == exe.absolute():
-        return "python -m artifact"
-    if exe.is_relative_to(Path.cwd()):
-        exe = exe.relative_to(Path.cwd())
-    return f"{exe} -m artifact"
 
 
 def _interrupted(store, figure: str, why: str, reps: int, out: Path) -> int:
@@ -498,7 +485,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """Every command and flag (`--help`'s text). Long on purpose: one `add_argument` a
     flag, in the order `--help` shows them; split, the CLI's reference would scatter."""
-    p = OneLineParser(prog="python -m artifact", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog=invocation(), description=__doc__.splitlines()[0])
     p.add_argument(
         "--debug",
         action="store_true",

@@ -1,4 +1,4 @@
-"""`python -m artifact plan`: what a run will do before it starts (no torch: instant).
+"""`artifact plan`: what a run will do before it starts (no torch: instant).
 
 Argument parsing and rendering only: the cost model is artifact/estimate/model.py and
 its calibration data artifact/data/reference.json (artifact/estimate/reference.py)."""
@@ -13,6 +13,7 @@ import os
 import re
 from pathlib import Path
 
+from artifact.command import invocation
 from artifact.core import host
 from artifact.core.config import PRESETS, Preset, default_preset, get_preset
 from artifact.core.emulated import EMULATION_OPTIONS, check_alone, check_world
@@ -308,9 +309,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m artifact.plan` (the CLI's `plan` command calls run())."""
-    ap = argparse.ArgumentParser(
-        prog="python -m artifact plan", description=__doc__.splitlines()[0]
-    )
+    ap = argparse.ArgumentParser(prog=f"{invocation()} plan", description=__doc__.splitlines()[0])
     add_arguments(ap)
     return run(ap.parse_args(argv))
 

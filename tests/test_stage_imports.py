@@ -45,7 +45,9 @@ def plain_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
     for m in members:
         parts = Path(m.name).parts
         if m.name.startswith("/") or ".." in parts or not (m.isfile() or m.isdir()):
-            raise ValueError(f"refusing {m.name!r} in {tar.name}: not a plain file under the target")
+            raise ValueError(
+                f"refusing {m.name!r} in {tar.name}: not a plain file under the target"
+            )
     return members
 
 
