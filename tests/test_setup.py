@@ -129,3 +129,19 @@ def test_ci_runs_the_fast_loop_under_the_distribution_python():
     step = ci[ci.index('if [ -x /usr/bin/python3 ] && [ "$(command -v python3)"') :]
     assert "/usr/bin/python3 -m venv .nox-venv" in step
     assert '.nox-venv/bin/nox -s tests -- -m "not slow"' in step
+
+
+def test_readme_calls_the_cli_one_way():
+    """`.venv/bin/artifact` wherever README names the CLI: a bare `python -m artifact` is
+    `python: command not found` on Debian, and `python3 -m artifact` lacks the packages."""
+    import tomllib
+
+    from artifact.cli import build_parser
+
+    text = (ROOT / "README.md").read_text()
+    assert re.findall(r"python3? -m artifact", text) == []
+    used = set(re.findall(r"\.venv/bin/artifact (?:--debug )?([a-z][a-z-]*)", text))
+    commands = set(build_parser()._subparsers._group_actions[0].choices)
+    assert {"run", "plan", "summarize", "restore-caps"} <= used <= commands
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["artifact"] == "artifact.cli:main"
