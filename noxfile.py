@@ -236,9 +236,12 @@ def bench(session: nox.Session) -> None:
 def unknown_sessions(argv: list[str], environ: dict[str, str], known: list[str]) -> list[str]:
     """The session names asked for (nox's -s/-e/--session/--sessions, or NOXSESSION) that
     this file does not define."""
-    ap = argparse.ArgumentParser(add_help=False)
+    ap = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     ap.add_argument("-s", "-e", "--session", "--sessions", nargs="*", action="extend", default=[])
-    asked, _ = ap.parse_known_args(argv[: argv.index("--")] if "--" in argv else argv)
+    try:
+        asked, _ = ap.parse_known_args(argv[: argv.index("--")] if "--" in argv else argv)
+    except SystemExit:  # what this parser cannot read, nox's own will say
+        return []
     names = asked.session or [n for n in environ.get("NOXSESSION", "").split(",") if n]
     return [n for n in names if n not in known]
 
