@@ -33,15 +33,11 @@ NEWER_ATTRIBUTES = {
     ("calendar", "Month"): "3.12",
 }
 NEWER_IMPORTS = {("typing", "override"): "3.12", ("itertools", "batched"): "3.12"}
-SKIP = {".venv", ".nox-venv", ".venv-plan", ".git", "results", "node_modules"}
+SOURCES = ("artifact", "benchmarks", "tests")  # and the top-level *.py (noxfile.py)
 
 
 def python_files(root: Path) -> list[Path]:
-    out = []
-    for p in sorted(root.rglob("*.py")):
-        if not SKIP & set(p.relative_to(root).parts):
-            out.append(p)
-    return out
+    return sorted(root.glob("*.py")) + sorted(p for d in SOURCES for p in (root / d).rglob("*.py"))
 
 
 def newer_than_floor(source: str, name: str = "<source>") -> list[str]:
