@@ -199,7 +199,7 @@ def plan(session: nox.Session) -> None:
 def report(session: nox.Session) -> None:
     """Compare a results folder with expected/ and write its report: nox -s report -- DIR."""
     if not session.posargs:
-        runs = sorted(p.name for p in (ROOT / "results").glob("*/summary.csv"))
+        runs = sorted(p.parent.name for p in (ROOT / "results").glob("*/summary.csv"))
         print(
             "nox -s report needs a results folder: nox -s report -- results/<run>"
             + (f" (the latest here: results/{runs[-1]})" if runs else ""),

@@ -58,6 +58,27 @@ def test_report_without_a_folder_says_what_to_give():
     assert "--help" not in line
 
 
+def test_report_without_a_folder_names_the_latest_run(tmp_path):
+    """Where runs are there, the line names the latest one to give."""
+    import shutil
+
+    shutil.copy(ROOT / "noxfile.py", tmp_path)
+    shutil.copytree(ROOT / "artifact" / "figures", tmp_path / "artifact" / "figures")
+    for run in ("20261201T000000Z-tiny", "20261202T000000Z-tiny"):
+        (tmp_path / "results" / run).mkdir(parents=True)
+        (tmp_path / "results" / run / "summary.csv").write_text("figure\n")
+    env = {k: v for k, v in os.environ.items() if k != "NOXSESSION"}
+    res = subprocess.run(
+        [sys.executable, "-m", "nox", "-f", str(tmp_path / "noxfile.py"), "-s", "report"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert _error_lines(res.stderr) == [
+        "nox -s report needs a results folder: nox -s report -- results/<run> "
+        "(the latest here: results/20261202T000000Z-tiny)"
+    ]
+
+
 def test_out_naming_a_file_says_it_is_a_file(tmp_path, capsys):
     f = tmp_path / "notes.txt"
     f.write_text("x")
