@@ -80,7 +80,11 @@ def test_unwritable_out_dir(cli, tmp_path):
     out = blocker / "results"
     res = cli("run", "fig8", "--out", str(out))
     assert res.returncode == 2
-    assert res.stderr.strip().startswith(f"error: cannot write to output folder '{out}'")
+    # mkdir's "Not a directory" would not say which path is wrong; the line names it
+    assert res.stderr.strip() == (
+        f"error: --out '{out}' lies under '{blocker}', a file, not a folder: "
+        "give a new folder or a run's results folder"
+    )
     assert len(res.stderr.strip().splitlines()) == 1
     assert blocker.read_text() == "x" and tree(tmp_path) == ["a-file"]
 
