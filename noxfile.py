@@ -6,11 +6,14 @@ Every session runs the artifact in one shared environment:
   which inputs built it), so `nox -s all` and `nox -s tests` work on a fresh machine;
 - or the interpreter nox runs in, when ARTIFACT_SYSTEM_PYTHON=1 (the Docker images,
   whose stack is installed at build time).
-Arguments after `--` go to `python -m artifact run` (try `nox -s fig8 -- --help`).
+`plan` alone runs in a light environment when `.venv` is not built: `.venv-plan/`, the
+few packages the plan imports (pandas, PyYAML, rich, SciPy; no torch), seconds to build.
+Arguments after `--` go to `.venv/bin/artifact run` (try `nox -s fig8 -- --help`).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib.util
 import os
@@ -25,6 +28,9 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".artifact-installed"
 CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
+PLAN_VENV = ROOT / ".venv-plan"
+# what `artifact plan` imports (artifact/plan.py: no torch), at pyproject's pins
+PLAN_PACKAGES = ("pandas==3.1.1", "numpy==2.4.6", "scipy==1.17.1", "pyyaml==6.0.4", "rich==15.0.0")
 # torch's CUDA packages (nvidia-*, triton) at lock-cuda.txt's versions: inert on a CPU
 GPU_CONSTRAINTS = ROOT / "requirements" / "constraints-gpu.txt"
 
@@ -86,6 +92,34 @@ def _python(session: nox.Session) -> str:
             *step,
         )
     STAMP.write_text(_stamp())
+    return py
+
+
+def _plan_python(session: nox.Session) -> str:
+    """The interpreter that runs the plan: `.venv`'s where it is built and current (or the
+    system one in the images), else `.venv-plan/`, built once in seconds: the plan needs
+    no torch, so it does not wait for the whole stack."""
+    if os.environ.get("ARTIFACT_SYSTEM_PYTHON") == "1" or (
+        STAMP.is_file() and STAMP.read_text() == _stamp()
+    ):
+        return _python(session)
+    py = str(PLAN_VENV / "bin" / "python")
+    stamp = PLAN_VENV / ".artifact-installed"
+    want = hashlib.sha256(repr(PLAN_PACKAGES).encode() + CONSTRAINTS.read_bytes()).hexdigest()
+    if stamp.is_file() and stamp.read_text() == want:
+        return py
+    session.log(f"installing the plan's packages into {PLAN_VENV} (once; no torch)")
+    if not Path(py).exists():
+        session.run(sys.executable, "-m", "venv", str(PLAN_VENV))
+    session.run(py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                "-c", str(CONSTRAINTS), *PLAN_PACKAGES)  # fmt: skip
+    # the artifact itself from this tree, as an editable install would put it, with no build
+    site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    (Path(site) / "overlap-artifact.pth").write_text(f"{ROOT}\n")
+    stamp.write_text(want)
     return py
 
 
@@ -158,12 +192,20 @@ def all_figures(session: nox.Session) -> None:
 @nox.session
 def plan(session: nox.Session) -> None:
     """Before a run: each configuration's memory per GPU (fits?), wall time and disk, and the totals."""
-    _ended(session, _artifact(_python(session), "plan", *session.posargs))
+    _ended(session, _artifact(_plan_python(session), "plan", *session.posargs))
 
 
 @nox.session
 def report(session: nox.Session) -> None:
     """Compare a results folder with expected/ and write its report: nox -s report -- DIR."""
+    if not session.posargs:
+        runs = sorted(p.parent.name for p in (ROOT / "results").glob("*/summary.csv"))
+        print(
+            "nox -s report needs a results folder: nox -s report -- results/<run>"
+            + (f" (the latest here: results/{runs[-1]})" if runs else ""),
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     py = _python(session)
     _ended(session, _artifact(py, "compare", *session.posargs))
     _ended(session, _artifact(py, "report", *session.posargs))
@@ -189,3 +231,36 @@ def lint(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks: profiler overhead and trace-parsing throughput (vs HTA), as ratios."""
     session.run(_python(session), str(ROOT / "benchmarks" / "bench_measure.py"), *session.posargs)
+
+
+def unknown_sessions(argv: list[str], environ: dict[str, str], known: list[str]) -> list[str]:
+    """The session names asked for (nox's -s/-e/--session/--sessions, or NOXSESSION) that
+    this file does not define."""
+    ap = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    ap.add_argument("-s", "-e", "--session", "--sessions", nargs="*", action="extend", default=[])
+    try:
+        asked, _ = ap.parse_known_args(argv[: argv.index("--")] if "--" in argv else argv)
+    except SystemExit:  # what this parser cannot read, nox's own will say
+        return []
+    names = asked.session or [n for n in environ.get("NOXSESSION", "").split(",") if n]
+    return [n for n in names if n not in known]
+
+
+def _check_session_names() -> None:
+    """nox names an unknown session in its own words and exits 3; here it is one line
+    that lists the sessions, and exit 2, as every other bad input of the artifact.
+    Only where nox loads this file (tests import it too)."""
+    argv0 = Path(sys.argv[0])
+    if argv0.name != "nox" and argv0.parent.name != "nox":
+        return
+    known = list(nox.registry.get())
+    if bad := unknown_sessions(sys.argv[1:], dict(os.environ), known):
+        print(
+            f"nox: no session {', '.join(map(repr, bad))}; the sessions are {', '.join(known)}"
+            " (nox -l says what each does)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+
+
+_check_session_names()

@@ -10,7 +10,6 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import signal
 import sys
 import time
@@ -23,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from artifact import env as envmod
+from artifact.command import invocation
 from artifact.core import emulated as emulation_flags
 from artifact.core.config import (
     PRECISIONS,
@@ -225,19 +225,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return launch_and_report(
         args, figure, preset.name, device, out, reps, nproc, options, rank_env=rank_env
     )
-
-
-def invocation() -> str:
-    """This CLI as a command to paste: `python -m artifact` where the first `python` on
-    PATH is this interpreter; else this interpreter's path (relative where it lies under
-    the current folder, e.g. `.venv/bin/python`): another Python may lack the packages."""
-    exe = Path(sys.executable)
-    on_path = shutil.which("python")
-    if on_path and Path(on_path).absolute() == exe.absolute():
-        return "python -m artifact"
-    if exe.is_relative_to(Path.cwd()):
-        exe = exe.relative_to(Path.cwd())
-    return f"{exe} -m artifact"
 
 
 def _interrupted(store, figure: str, why: str, reps: int, out: Path) -> int:
@@ -551,6 +538,10 @@ def check_run_args(run_args: list[str]) -> None:
     preset = get_preset(args.preset or default_preset(device != "cpu"))
     if device == "cpu" and preset.device != "cpu":
         raise ArtifactError(f"preset {preset.name!r} needs a GPU; on CPU use --preset tiny")
+    if args.out:  # one line here, not one per figure
+        from artifact.store import check_not_a_file
+
+        check_not_a_file(Path(args.out))
 
 
 def cmd_all(args: argparse.Namespace) -> int:
@@ -580,7 +571,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """Every command and flag (`--help`'s text). Long on purpose: one `add_argument` a
     flag, in the order `--help` shows them; split, the CLI's reference would scatter."""
-    p = OneLineParser(prog="python -m artifact", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog=invocation(), description=__doc__.splitlines()[0])
     p.add_argument(
         "--debug",
         action="store_true",

@@ -1,4 +1,4 @@
-"""`python -m artifact plan`: what a run will do before it starts (no torch: instant).
+"""`artifact plan`: what a run will do before it starts (no torch: instant).
 
 Argument parsing and rendering only: the cost model is artifact/estimate/model.py and
 its calibration data artifact/data/reference.json (artifact/estimate/reference.py)."""
@@ -13,6 +13,7 @@ import os
 import re
 from pathlib import Path
 
+from artifact.command import invocation
 from artifact.core import host
 from artifact.core.config import PRESETS, Preset, default_preset, get_preset
 from artifact.core.emulated import EMULATION_OPTIONS, check_alone, check_world
@@ -22,6 +23,7 @@ from artifact.estimate import adaptive, items, model, reference
 from artifact.estimate.model import Row, build, figures_of, totals
 from artifact.figures import spec_of
 from artifact.judge.expected import EXPECTED_DIR, load_expected
+from artifact.judge.figure_status import CPU_REASON, on_a_cpu
 from artifact.run import procs
 
 __all__ = ["Row", "add_arguments", "build", "figures_of", "main", "plan", "render", "run", "totals"]
@@ -149,6 +151,56 @@ def _with_items(rows: list[Row]) -> list[Row]:
     return rows
 
 
+def figure_category(rows: list[Row], figure: str) -> tuple[str, str]:
+    """figure_status's (category, detail) as this plan foresees it: 'ran' where one of the
+    figure's configurations runs (fig5: fig4's), 'ran partly' where it has configurations
+    but the device runs none, else 'not run' with the plan's reason (fig9 without
+    --allow-power-cap, fig6 without telemetry, a figure this plan leaves out)."""
+    src = spec_of(figure).records
+    mine = [r for r in rows if r.figure == src]
+    if any(r.runs for r in mine):
+        return "ran", ""
+    if any(r.fits is not None for r in mine):
+        return "ran partly", "the device runs none of its configurations"
+    notes = [r.note.removeprefix("not run: ") for r in mine if r.note]
+    return "not run", notes[0] if notes else "not in this plan"
+
+
+def item_states(
+    rows: list[Row], paper: list[dict], device: str, emulated: bool
+) -> dict[str, tuple[str, str]]:
+    """Each paper item's (state, why) as the report will give it, for those the plan can
+    tell: 'not run', 'not applicable', or 'judged' (its verdict waits for the numbers).
+    On a CPU it is compare's own function (figure_status.on_a_cpu) on this plan's figures;
+    on GPUs the GPU's name is not known here, so an item scoped to other GPUs shows as
+    judged (compare then says "not applicable")."""
+    if device == "cpu":
+        return {i["id"]: on_a_cpu(i, lambda f: figure_category(rows, f)) for i in paper}
+    left = items.unjudged(rows, paper)
+    here = items.not_applicable_here(rows, paper, device, emulated)
+    return {
+        i["id"]: ("not run", left[i["id"]])
+        if i["id"] in left
+        else ("not applicable", here[i["id"]])
+        if i["id"] in here
+        else ("judged", "")
+        for i in paper
+    }
+
+
+def _cpu_items_section(paper: list[dict], rows: list[Row]) -> list[str]:
+    """On a CPU: the items whose figures do not run ("not run", what a reviewer would
+    rerun), and the rest, "not applicable": compare's verdicts on such a run."""
+    states = item_states(rows, paper, "cpu", False)
+    not_run = {i: why for i, (state, why) in states.items() if state == "not run"}
+    lines = [f"paper items not run ({len(not_run)})" + (":" if not_run else "")]
+    lines += [f"  {item}: {why}" for item, why in not_run.items()]
+    lines.append(
+        f"not applicable: the other {len(states) - len(not_run)} ({CPU_REASON.rstrip('.')})"
+    )
+    return lines + [""]
+
+
 def _items_section(rows: list[Row], summary: bool, preset: Preset, emulated: bool) -> list[str]:
     """Which paper items each configuration feeds (not with --summary), which the plan
     leaves unjudged, with why, and which of the rest this hardware cannot judge."""
@@ -163,6 +215,8 @@ def _items_section(rows: list[Row], summary: bool, preset: Preset, emulated: boo
     paper = _paper_items()
     if paper is None:
         return lines + [f"paper items: not listed ('{EXPECTED_DIR}' is not here)", ""]
+    if preset.device == "cpu":
+        return lines + _cpu_items_section(paper, rows)
     left = items.unjudged(rows, paper)
     lines.append(f"paper items left unjudged ({len(left)})" + (":" if left else ""))
     lines += [f"  {item}: {why}" for item, why in left.items()]
@@ -296,6 +350,10 @@ def run(args: argparse.Namespace) -> int:
             "not_judged_here": None
             if paper is None
             else items.not_applicable_here(rows, paper, preset.device, emulated),
+            # each item's (state, why): on a CPU, compare's verdict on such a run
+            "item_states": None
+            if paper is None
+            else item_states(rows, paper, preset.device, emulated),
             "methods": {k: model.method_text(k) for k in model.METHODS},
             "disk_method": model.disk_text(),
             "repetitions_method": adaptive.method_text(preset) if _adaptive(rows) else "fixed",
@@ -308,9 +366,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m artifact.plan` (the CLI's `plan` command calls run())."""
-    ap = argparse.ArgumentParser(
-        prog="python -m artifact plan", description=__doc__.splitlines()[0]
-    )
+    ap = argparse.ArgumentParser(prog=f"{invocation()} plan", description=__doc__.splitlines()[0])
     add_arguments(ap)
     return run(ap.parse_args(argv))
 

@@ -85,8 +85,20 @@ def dump_json(obj: Any, f: IO[str]) -> None:
     json.dump(strict_json(obj), f, indent=1, sort_keys=True, default=str, allow_nan=False)
 
 
+def check_not_a_file(out: Path) -> None:
+    """A one-line ArtifactError where `out`, or a folder above it, is a regular file:
+    mkdir's own words ("File exists", "Not a directory") do not say which path is wrong."""
+    for p in (out, *out.parents):
+        if p.exists() and not p.is_dir():
+            what = f"'{out}' is a file" if p == out else f"'{out}' lies under '{p}', a file"
+            raise ArtifactError(
+                f"--out {what}, not a folder: give a new folder or a run's results folder"
+            )
+
+
 def ensure_writable(out: Path) -> Path:
     """Create `out` if needed and prove it is writable, or raise a one-line ArtifactError."""
+    check_not_a_file(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=out, prefix=".write-probe.")

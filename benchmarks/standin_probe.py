@@ -56,9 +56,16 @@ def correctness(w: int, ctas: int) -> dict:
             # the kernel rounds the running sum to the dtype after each step, torch at the end
             tol = {torch.float16: 1e-2, torch.bfloat16: 5e-2}.get(dtype, 1e-4)
             if kind == "reduce_scatter":
-                ok &= torch.allclose(bufs["out"].float(), orig.view(w, -1).float().sum(0), rtol=tol, atol=tol)
+                ok &= torch.allclose(
+                    bufs["out"].float(), orig.view(w, -1).float().sum(0), rtol=tol, atol=tol
+                )
             if kind == "all_reduce":
-                ok &= torch.allclose(inp.view(w, -1).float(), orig.view(w, -1).float().sum(0).expand(w, -1), rtol=tol, atol=tol)
+                ok &= torch.allclose(
+                    inp.view(w, -1).float(),
+                    orig.view(w, -1).float().sum(0).expand(w, -1),
+                    rtol=tol,
+                    atol=tol,
+                )
             if kind == "all_gather":
                 ok &= torch.equal(bufs["out"].view(w, -1), orig.expand(w, -1))
             out[f"{kind}/{str(dtype)[6:]}"] = bool(ok)
@@ -74,7 +81,9 @@ def pacing(mib: int, w: int, ctas: int, gbs: float) -> dict:
     target_ms = ring / (gbs * 1e9) * 1e3
     row = {"ring_bytes": ring, "link_gbps": gbs, "target_ms": target_ms}
     row["paced_ms"] = _time_ms(lambda: ns.launch(bufs, steps, chunk, ctas, int(target_ms * 1e6)))
-    row["spin_ms"] = _time_ms(lambda: ns.launch(bufs, steps, chunk, ctas, int(target_ms * 1e6), move_bytes=False))
+    row["spin_ms"] = _time_ms(
+        lambda: ns.launch(bufs, steps, chunk, ctas, int(target_ms * 1e6), move_bytes=False)
+    )
     reads, writes = ns.bytes_of(steps, chunk * buf.element_size())
     for c in sorted({4, 8, 16, 32, ctas, 132}):
         ms = _time_ms(lambda c=c: ns.launch(bufs, steps, chunk, c))
@@ -109,8 +118,11 @@ def main() -> None:
     a = ap.parse_args()
     name = torch.cuda.get_device_name()
     gbs = next((v for k, v in LINK_GBS.items() if k in name), 450.0)
-    result = {"gpu": name, "correct": correctness(a.world, a.ctas),
-              "pacing": pacing(a.mib, a.world, a.ctas, gbs)}
+    result = {
+        "gpu": name,
+        "correct": correctness(a.world, a.ctas),
+        "pacing": pacing(a.mib, a.world, a.ctas, gbs),
+    }
     if a.colocate:
         result["colocated"] = {w: colocated(w, a.ctas, a.mib) for w in (2, 4)}
     print(json.dumps(result, indent=1))

@@ -80,7 +80,11 @@ def test_unwritable_out_dir(cli, tmp_path):
     out = blocker / "results"
     res = cli("run", "fig8", "--out", str(out))
     assert res.returncode == 2
-    assert res.stderr.strip().startswith(f"error: cannot write to output folder '{out}'")
+    # mkdir's "Not a directory" would not say which path is wrong; the line names it
+    assert res.stderr.strip() == (
+        f"error: --out '{out}' lies under '{blocker}', a file, not a folder: "
+        "give a new folder or a run's results folder"
+    )
     assert len(res.stderr.strip().splitlines()) == 1
     assert blocker.read_text() == "x" and tree(tmp_path) == ["a-file"]
 
@@ -131,19 +135,28 @@ def test_a_bad_figure_place_from_nox_is_one_line_exit_2_nothing_written(cli, tmp
 
 
 def test_the_printed_command_names_this_interpreter(monkeypatch, tmp_path):
-    """`python -m artifact` only where that `python` is this interpreter; else its path,
-    relative under the current folder (a system Python may lack rich, torch, ...)."""
+    """The `artifact` script beside this interpreter (`.venv/bin/artifact`, relative under
+    the current folder; bare where it is first on PATH); without one (the images),
+    `python -m artifact` only where that `python` is this interpreter, else its path."""
     import shutil
     import sys
 
     from artifact import cli
 
+    bin_ = tmp_path / ".venv" / "bin"
+    bin_.mkdir(parents=True)
+    monkeypatch.setattr(sys, "executable", str(bin_ / "python"))
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(shutil, "which", lambda name: sys.executable)
     assert cli.invocation() == "python -m artifact"
     monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/python")
-    monkeypatch.setattr(sys, "executable", str(tmp_path / ".venv" / "bin" / "python"))
-    monkeypatch.chdir(tmp_path)
     assert cli.invocation() == ".venv/bin/python -m artifact"
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     assert cli.invocation() == f"{tmp_path}/.venv/bin/python -m artifact"
+    (bin_ / "artifact").write_text("#!/bin/sh\n")  # pyproject's [project.scripts]
+    assert cli.invocation() == f"{bin_}/artifact"
+    monkeypatch.chdir(tmp_path)
+    assert cli.invocation() == ".venv/bin/artifact"
+    monkeypatch.setattr(shutil, "which", lambda name: str(bin_ / name))  # an activated venv
+    assert cli.invocation() == "artifact"

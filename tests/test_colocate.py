@@ -57,8 +57,12 @@ host:1:1 [0] NCCL INFO 1073741824 Bytes -> Algo 1 proto 2 time 3000.5
 
 def test_nccls_choices_are_read_from_its_log():
     got = colocate.parse_log(LOG, 1 << 30)
-    assert got == {"nccl_version": "2.32.3", "nccl_channels": 8,
-                   "nccl_algo": "Ring", "nccl_proto": "Simple"}
+    assert got == {
+        "nccl_version": "2.32.3",
+        "nccl_channels": 8,
+        "nccl_algo": "Ring",
+        "nccl_proto": "Simple",
+    }
     assert colocate.parse_log("nothing", 1 << 30)["nccl_version"] is None
 
 
@@ -89,13 +93,28 @@ def test_the_plan_prices_the_axis_at_one_size_beside_the_gemms():
 
 
 def _row(config_id, mean, lo, hi, n=5, metric="slowdown_beyond_control"):
-    return {"figure": "contention", "config_id": config_id, "mode": "derived",
-            "metric": metric, "mean": mean, "ci_low": lo, "ci_high": hi, "n": n}
+    return {
+        "figure": "contention",
+        "config_id": config_id,
+        "mode": "derived",
+        "metric": metric,
+        "mean": mean,
+        "ci_low": lo,
+        "ci_high": hi,
+        "n": n,
+    }
 
 
 CONFIGS = {
-    "twin": {"twin_of": "coloc-w2", "model": "gemm-bf16", "comm_bytes": 1 << 30, "ranks": 2,
-             "ctas": 16, "paced_to_ms": 4.0, "parallelism": "standin-16cta-coloc-w2"},
+    "twin": {
+        "twin_of": "coloc-w2",
+        "model": "gemm-bf16",
+        "comm_bytes": 1 << 30,
+        "ranks": 2,
+        "ctas": 16,
+        "paced_to_ms": 4.0,
+        "parallelism": "standin-16cta-coloc-w2",
+    },
     "real": {"model": "gemm-bf16", "comm_bytes": 1 << 30, "parallelism": "coloc-w2"},
 }
 

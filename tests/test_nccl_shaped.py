@@ -60,8 +60,14 @@ _INTERPRETED = textwrap.dedent(
 def interpreted():
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETED], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERPRETED],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -85,7 +91,9 @@ def test_the_torch_path_moves_the_same_bytes_as_the_kernel():
     w, c = 4, 1000
     x = torch.randn(w * c)
     orig = x.clone()
-    r, wr, seen = ns.launch({"out": x, "fifo": torch.empty(c)}, ns.plan("all_reduce", w), c, 8).read()
+    r, wr, seen = ns.launch(
+        {"out": x, "fifo": torch.empty(c)}, ns.plan("all_reduce", w), c, 8
+    ).read()
     assert (r, wr) == (10 * c * 4, 7 * c * 4) and seen == 0  # no CTA ran on a CPU
     assert torch.allclose(x.view(w, -1)[2], orig.view(w, -1).sum(0), atol=1e-5)
 
@@ -93,8 +101,12 @@ def test_the_torch_path_moves_the_same_bytes_as_the_kernel():
 def test_average_divides_the_final_sum_by_w():
     w, c = 4, 10
     x, out = torch.arange(1.0, w * c + 1), torch.empty(c)
-    ns.launch({"in": x, "out": out, "fifo": torch.empty(c)},
-              ns.plan("reduce_scatter", w, average=True), c, 1)
+    ns.launch(
+        {"in": x, "out": out, "fifo": torch.empty(c)},
+        ns.plan("reduce_scatter", w, average=True),
+        c,
+        1,
+    )
     assert torch.allclose(out, x.view(w, -1).mean(0))
 
 
@@ -145,7 +157,9 @@ def test_bad_stand_in_flags_are_one_line_naming_the_value(flags, named):
 
 
 def test_the_default_stand_in_is_left_out_so_old_plans_resume():
-    assert RunOptions.from_flags(emulate_world="4", stand_in="copy").as_json() == {"emulate_world": 4}
+    assert RunOptions.from_flags(emulate_world="4", stand_in="copy").as_json() == {
+        "emulate_world": 4
+    }
     shaped = RunOptions.from_flags(emulate_world="4", stand_in="nccl-shaped", comm_ctas="8")
     assert shaped.as_json() == {"emulate_world": 4, "stand_in": "nccl-shaped", "comm_ctas": 8}
 
@@ -181,7 +195,10 @@ def test_emulated_nccl_shaped_traffic_counts_the_link_bytes_the_copies_count():
     assert r["traffic"]["all_reduce"] == 2 * 3 * n * size // 4 + 2 * 3 * 1 * 8  # + the int flag
     assert r["traffic"]["all_gather"] == 3 * n * size // 4
     c = 1024 * size
-    assert r["hbm"][:2] == [10 * c + 4 * c, 7 * c + 4 * c]  # all-reduce (3W-2, 2W-1) + gather (W, W)
+    assert r["hbm"][:2] == [
+        10 * c + 4 * c,
+        7 * c + 4 * c,
+    ]  # all-reduce (3W-2, 2W-1) + gather (W, W)
     assert r["sum"] == [1 + 1025 + 2049 + 3073, 2 + 1026 + 2050 + 3074, 3 + 1027 + 2051 + 3075]
     assert r["gathered"] == [1.0]
     assert r["fallbacks"] == {"all_reduce: not a floating-point dtype": 1}

@@ -537,9 +537,17 @@ def _mech_rows():
     ]
     for comm, par, ctas, ranks, value, twin in points:
         cid = f"gemm-bf16_{par}_1048576KiB_w1"
-        configs[cid] = {"comm": comm, "parallelism": par, "model": "gemm-bf16", "compute": "gemm",
-                        "comm_bytes": 1 << 30, "ctas": ctas, "ranks": ranks, "world_size": 1,
-                        **({"twin_of": "coloc-nccl-16cta-w2"} if twin else {})}
+        configs[cid] = {
+            "comm": comm,
+            "parallelism": par,
+            "model": "gemm-bf16",
+            "compute": "gemm",
+            "comm_bytes": 1 << 30,
+            "ctas": ctas,
+            "ranks": ranks,
+            "world_size": 1,
+            **({"twin_of": "coloc-nccl-16cta-w2"} if twin else {}),
+        }
         rows.append(_row("contention", cid, "derived", "slowdown", value))
     return pd.DataFrame(rows), configs
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from artifact.command import invocation
 from artifact.core.config import get_model, get_preset
 from artifact.core.errors import ArtifactError
 from artifact.core.options import RunOptions
@@ -223,7 +224,7 @@ def test_a_bad_recompute_value_is_one_line_and_exit_2(cli):
     assert res.returncode == 2
     assert res.stderr.strip().splitlines() == [
         "error: argument --recompute: invalid choice: 'sometimes' (choose from 'auto', 'on', "
-        "'off') (see python -m artifact run --help)"
+        f"'off') (see {invocation()} run --help)"
     ]
     res = cli("run", "fig8", "--recompute", "on")
     assert res.returncode == 2 and "fig8 does not take --recompute" in res.stderr

@@ -22,6 +22,7 @@ import pandas as pd
 
 from artifact.analyze import metrics as eq
 from artifact.analyze.metrics import describe, describe_derived
+from artifact.command import invocation
 from artifact.core.errors import ArtifactError
 
 DIMENSIONS = ("figure", "gpu", "model", "parallelism", "precision", "mode", "metric")
@@ -137,7 +138,7 @@ def load_summary(out: Path) -> pd.DataFrame:
         raise ArtifactError(f"no results folder '{out}'")
     if not path.is_file():
         raise ArtifactError(
-            f"no summary.csv in '{out}': run `python -m artifact summarize {out}` first"
+            f"no summary.csv in '{out}': run `{invocation()} summarize {out}` first"
         )
     try:
         summary = pd.read_csv(path)

@@ -69,7 +69,9 @@ def check_ctas(value, flag: str = "--comm-ctas") -> int:
     except ValueError:
         ctas = 0
     if not 1 <= ctas <= 1024 or str(ctas) != str(value).strip():
-        raise ArtifactError(f"{flag} {value!r} is not accepted; accepted: an integer from 1 to 1024")
+        raise ArtifactError(
+            f"{flag} {value!r} is not accepted; accepted: an integer from 1 to 1024"
+        )
     return ctas
 
 

@@ -60,8 +60,13 @@ class Mechanism:
         return self.comm != "allreduce"
 
 
-def mechanisms(world: int, device_type: str, cta_limits: tuple[int, ...],
-               gpu: str | None = None, comm_ctas: int | None = None) -> list[Mechanism]:
+def mechanisms(
+    world: int,
+    device_type: str,
+    cta_limits: tuple[int, ...],
+    gpu: str | None = None,
+    comm_ctas: int | None = None,
+) -> list[Mechanism]:
     """The mechanisms for this machine (contention.py runs them; the plan prices them)."""
     if device_type != "cuda":  # gloo has no CTAs
         return [Mechanism("allreduce", "allreduce", "")]
@@ -86,25 +91,55 @@ def _one_gpu_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
     w = STAND_IN_WORLD
     known = any(m in (gpu or "") for m in LINK_GBS)
     link = link_gbs(gpu, None) if known else 0.0
-    no_link = None if known else f"no link bandwidth known for GPU {gpu!r} (known: {', '.join(LINK_GBS)})"
+    no_link = (
+        None if known else f"no link bandwidth known for GPU {gpu!r} (known: {', '.join(LINK_GBS)})"
+    )
     ctas = comm_ctas or nccl_channels(gpu, w)
     no_ctas = None if ctas else f"no NCCL channel count known for GPU {gpu!r}; pass --comm-ctas"
     ctas = ctas or 16  # a label only: the row is refused
     out = []  # co-located NCCL and its twins first: the validation is what matters most
     for cw in COLOCATED_WORLDS:
         coloc = f"coloc-nccl-{ctas}cta-w{cw}"
-        out.append(Mechanism("coloc", coloc, ONE_GPU_NOTES["coloc"].format(ctas=ctas, ranks=cw),
-                             {"ranks": cw, "max_ctas": ctas}, False, no_ctas))
-        out.append(Mechanism("nccl-shaped", f"standin-{ctas}cta-coloc-w{cw}",
-                             ONE_GPU_NOTES["twin"].format(ctas=ctas, ranks=cw),
-                             {"ctas": ctas, "ranks": cw, "copies": cw}, False, no_ctas,
-                             twin_of=coloc))
-    out.append(Mechanism("nccl-shaped", f"standin-{ctas}cta-w{w}",
-                         ONE_GPU_NOTES["nccl-shaped"].format(ctas=ctas, ranks=w),
-                         {"ctas": ctas, "ranks": w, "link_gbps": link}, False, no_link or no_ctas))
+        out.append(
+            Mechanism(
+                "coloc",
+                coloc,
+                ONE_GPU_NOTES["coloc"].format(ctas=ctas, ranks=cw),
+                {"ranks": cw, "max_ctas": ctas},
+                False,
+                no_ctas,
+            )
+        )
+        out.append(
+            Mechanism(
+                "nccl-shaped",
+                f"standin-{ctas}cta-coloc-w{cw}",
+                ONE_GPU_NOTES["twin"].format(ctas=ctas, ranks=cw),
+                {"ctas": ctas, "ranks": cw, "copies": cw},
+                False,
+                no_ctas,
+                twin_of=coloc,
+            )
+        )
+    out.append(
+        Mechanism(
+            "nccl-shaped",
+            f"standin-{ctas}cta-w{w}",
+            ONE_GPU_NOTES["nccl-shaped"].format(ctas=ctas, ranks=w),
+            {"ctas": ctas, "ranks": w, "link_gbps": link},
+            False,
+            no_link or no_ctas,
+        )
+    )
     out += [
-        Mechanism("spin", f"sm-held-{c}cta", ONE_GPU_NOTES["spin"].format(ctas=c, ranks=w),
-                  {"ctas": c, "ranks": w, "link_gbps": link}, False, no_link)
+        Mechanism(
+            "spin",
+            f"sm-held-{c}cta",
+            ONE_GPU_NOTES["spin"].format(ctas=c, ranks=w),
+            {"ctas": c, "ranks": w, "link_gbps": link},
+            False,
+            no_link,
+        )
         for c in SM_HELD
     ]
     return out

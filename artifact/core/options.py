@@ -80,7 +80,9 @@ class RunOptions:
         if self.stand_in is not None:
             check_stand_in(self.stand_in)
             if self.emulate_world is None:
-                raise ArtifactError("--stand-in chooses emulated traffic; it needs --emulate-world W")
+                raise ArtifactError(
+                    "--stand-in chooses emulated traffic; it needs --emulate-world W"
+                )
         if self.colocate is not None:
             check_world(self.colocate, "--colocate")
         if self.comm_ctas is not None:

@@ -416,7 +416,9 @@ def _contention_rows(t: Target, fig: str) -> list[Row]:
         par = mech.parallelism
         numel = kind.size if kind.compute == "add" else None
         ranks = mech.spec.get("ranks", 1) if comm == "coloc" or mech.twin_of else 1  # own buffers
-        need = _buffers(kind.size, kind.precision, size * ranks, comm, numel) + memory.RUNTIME_OVERHEAD
+        need = (
+            _buffers(kind.size, kind.precision, size * ranks, comm, numel) + memory.RUNTIME_OVERHEAD
+        )
         fits = memory.fits(need, t.cap)
         traces = (phases - 1) * world * ref.value("micro_trace_bytes")
         rows.append(

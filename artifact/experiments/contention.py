@@ -61,13 +61,17 @@ def check_options(preset: Preset, options: RunOptions) -> None:
     sweep_of(preset, options)
 
 
-def mechanisms_here(preset: Preset, options: RunOptions, world: int, device_type: str,
-                    gpu: str | None) -> list[Mechanism]:
+def mechanisms_here(
+    preset: Preset, options: RunOptions, world: int, device_type: str, gpu: str | None
+) -> list[Mechanism]:
     """This machine's mechanisms; --colocate W keeps the co-located rows (and twins) of W."""
     found = mechanisms(world, device_type, preset.contention.cta_limits, gpu, options.comm_ctas)
     if options.colocate:
-        found = [m for m in found if (m.comm != "coloc" and not m.twin_of)
-                 or m.spec.get("ranks") == options.colocate]
+        found = [
+            m
+            for m in found
+            if (m.comm != "coloc" and not m.twin_of) or m.spec.get("ranks") == options.colocate
+        ]
     return found
 
 
@@ -76,13 +80,14 @@ def configs(ctx: RunContext) -> list[tuple[ConfigPoint, Mechanism]]:
     kinds, sizes = sweep_of(ctx.preset, ctx.options)
     gpu = ctx.provenance.get("gpu_model") or "cpu"
     out = []
-    for mech in mechanisms_here(ctx.preset, ctx.options, ctx.world_size, ctx.device.type,
-                                ctx.provenance.get("gpu_model")):
+    for mech in mechanisms_here(
+        ctx.preset, ctx.options, ctx.world_size, ctx.device.type, ctx.provenance.get("gpu_model")
+    ):
         # one GPU's mechanism axis: the matmuls' slowdown, at one size
         for kind in kinds if mech.every_size else [k for k in kinds if k.compute == "gemm"]:
-            for size in sizes if mech.every_size else [
-                b for b in sizes if b == sweep.mechanism_at_bytes
-            ]:
+            for size in (
+                sizes if mech.every_size else [b for b in sizes if b == sweep.mechanism_at_bytes]
+            ):
                 spec = MicrobenchSpec(
                     matmul_size=kind.size if kind.compute == "gemm" else 0,
                     precision=kind.precision,
@@ -148,8 +153,12 @@ def run(ctx: RunContext) -> None:
             return point
         key = (twin_of, point.spec.comm_bytes, point.spec.precision)
         if key not in coloc_ms:
-            coloc_ms[key] = fig8.collective_ms(ctx, dataclasses.replace(
-                point.spec, comm="coloc", max_ctas=point.spec.ctas, ctas=0, copies=1))
+            coloc_ms[key] = fig8.collective_ms(
+                ctx,
+                dataclasses.replace(
+                    point.spec, comm="coloc", max_ctas=point.spec.ctas, ctas=0, copies=1
+                ),
+            )
         ms = coloc_ms[key]
         spec = dataclasses.replace(point.spec, pace_ms=ms)
         return ConfigPoint(point.config_id, {**point.config, "paced_to_ms": ms}, spec)

@@ -32,6 +32,7 @@ from artifact.core.mechanisms import ONE_GPU_NOTES
 from artifact.core.options import RunOptions
 from artifact.core.phases import OVERLAP_REPEAT, balanced_order, microbench_phases
 from artifact.figures import runs_aa_repeat
+from artifact.measure.timing import timed
 from artifact.run.reuse import reuse
 from artifact.run.runner import (
     BASE_UNITS,
@@ -44,7 +45,6 @@ from artifact.run.runner import (
     pending,
     stop_requested,
 )
-from artifact.measure.timing import timed
 from artifact.workloads.microbench import Microbench, MicrobenchSpec
 from artifact.workloads.precision import dtype_of
 
@@ -61,6 +61,7 @@ PARALLELISM = {"allreduce": "allreduce", "onerank-avg": "proxy-nccl-onerank", "c
 def colocated_ctas(options: RunOptions, gpu: str | None) -> int:
     """--colocate's total CTAs: --comm-ctas, or NCCL's channels for the GPU (0: NCCL's own)."""
     return options.comm_ctas or nccl_channels(gpu, options.colocate or 0) or 0
+
 
 UNITS = {
     **BASE_UNITS,

@@ -41,7 +41,7 @@ from artifact.analyze import noise
 from artifact.analyze.metrics import ratio_interval
 from artifact.judge import controls, copies, coverage, standin, validation
 from artifact.judge.expected import EXPECTED_DIR, NEEDS_COMMUNICATION, load_expected, metric_of
-from artifact.judge.figure_status import figure_status
+from artifact.judge.figure_status import CPU_REASON, figure_status, not_ran, on_a_cpu
 from artifact.judge.verdicts import (
     COLUMNS,
     MIN_REPETITIONS,
@@ -53,7 +53,6 @@ from artifact.results import Results
 from artifact.store import RunStore
 
 CHECK_CPU_REASON = "CPU functional check: the check ran, its numbers are not judged on a CPU."
-CPU_REASON = "CPU functional check: no claim of the paper is evaluated on a CPU."
 NO_COMMUNICATION_REASON = (
     "No collective between GPUs ran beside compute in these configurations (world size 1), "
     "so there is no overlap to judge"
@@ -491,16 +490,7 @@ def _v1_gate(v: dict, config_ids: list[str], figure: str, v1: dict) -> dict:
 def _not_ran(figures: list[str], run: Results) -> str:
     """Why those of the figures that did not run did not ('' if all ran), as the
     report's "What ran" says it (artifact.judge.figure_status)."""
-    why = [(f, figure_status(f, run.status, run.summary)) for f in figures]
-    return "; ".join(
-        f"{_label(f)}: {detail}" for f, (category, detail) in why if not category.startswith("ran")
-    )
-
-
-def _label(figure: str) -> str:
-    """fig6 -> 'Fig. 6' (the paper's way); contention, v2 as they are."""
-    number = figure.removeprefix("fig")
-    return f"Fig. {number}" if number.isdigit() else figure
+    return not_ran(figures, lambda f: figure_status(f, run.status, run.summary))
 
 
 def _judge_rows(item, rows: pd.DataFrame, run: Results, checks: list[dict], exp) -> dict:
@@ -581,9 +571,9 @@ def _paper_verdicts(item, run: Results, checks: list[dict], v1: dict) -> list[di
     is_number = item["section"] == "numbers"
     exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
     figures = _as_list(item["rows"].get("figure", item["file_figure"]))
+    if not run.gpus:  # the plan's answer too (figure_status.on_a_cpu)
+        return [_verdict(item, *on_a_cpu(item, lambda f: figure_status(f, run.status, run.summary)), *exp)]  # fmt: skip
     why = _unjudgeable(item, run)
-    if why == CPU_REASON and (stopped := _not_ran(figures, run)):
-        return [_verdict(item, "not run", stopped, *exp)]  # what a reviewer would rerun
     if why:
         return [_verdict(item, "not applicable", why, *exp)]
     metric = metric_of(item)

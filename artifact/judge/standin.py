@@ -33,6 +33,7 @@ def _slowdown(summary: pd.DataFrame, config_id: str) -> dict | None:
 
 def difference(a: Mapping, b: Mapping) -> tuple[float, float, float, int]:
     """a - b with a Welch 95 % CI from the two rows' own t intervals: (mean, low, high, n)."""
+
     def se(r):
         n = int(r["n"])
         return (r["ci_high"] - r["ci_low"]) / (2 * stats.t.ppf(0.975, n - 1)) if n > 1 else math.nan
@@ -53,36 +54,63 @@ def verdict_rows(summary: pd.DataFrame, configs: Mapping[str, dict]) -> list[dic
         if not cfg.get("twin_of"):
             continue
         peers = [
-            cid for cid, c in configs.items()
-            if c.get("parallelism") == cfg["twin_of"] and c.get("model") == cfg.get("model")
+            cid
+            for cid, c in configs.items()
+            if c.get("parallelism") == cfg["twin_of"]
+            and c.get("model") == cfg.get("model")
             and c.get("comm_bytes") == cfg.get("comm_bytes")
         ]
         twin = _slowdown(summary, twin_id)
         real = _slowdown(summary, peers[0]) if peers else None
         w, edge = cfg.get("ranks"), VALIDATION_POINTS / 100
         base = {
-            "figure": "contention", "item": ITEM, "expected": "0",
-            "tolerance": f"{edge:g}", "statement": (
+            "figure": "contention",
+            "item": ITEM,
+            "expected": "0",
+            "tolerance": f"{edge:g}",
+            "statement": (
                 f"the NCCL-shaped stand-in slows the matmul as {w} co-located NCCL ranks do, "
-                f"within {VALIDATION_POINTS:g} points"),
-            "metric": "slowdown", "unit": "ratio", "kind": "derived",
-            "source": "artifact: stand-in validation", "item_type": "check", "config_id": twin_id,
+                f"within {VALIDATION_POINTS:g} points"
+            ),
+            "metric": "slowdown",
+            "unit": "ratio",
+            "kind": "derived",
+            "source": "artifact: stand-in validation",
+            "item_type": "check",
+            "config_id": twin_id,
         }
         if twin is None or real is None:
             missing = twin_id if twin is None else (peers[0] if peers else cfg["twin_of"])
-            out.append(base | {"mean": math.nan, "ci_low": math.nan, "ci_high": math.nan,
-                               "verdict": "not run", "n": 0, "ci_method": "",
-                               "reason": as_sentence(f"no Eq. 1 rows for {missing}")})
+            out.append(
+                base
+                | {
+                    "mean": math.nan,
+                    "ci_low": math.nan,
+                    "ci_high": math.nan,
+                    "verdict": "not run",
+                    "n": 0,
+                    "ci_method": "",
+                    "reason": as_sentence(f"no Eq. 1 rows for {missing}"),
+                }
+            )
             continue
         d, lo, hi, n = difference(twin, real)
         verdict, why = equivalence(lo, hi, n, (-edge, edge), percent=True)
-        out.append(base | {
-            "mean": d, "ci_low": lo, "ci_high": hi, "verdict": verdict, "n": n,
-            "ci_method": "Welch t on the two t intervals",
-            "reason": as_sentence(
-                f"{WORDS[verdict]}: stand-in {100 * twin['mean']:+.2f} % vs co-located NCCL "
-                f"{100 * real['mean']:+.2f} % (W = {w}, {cfg.get('ctas')} CTAs in all, paced to "
-                f"{cfg.get('paced_to_ms', math.nan):.3g} ms a collective); difference "
-                f"{100 * d:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}]; {why}"),
-        })
+        out.append(
+            base
+            | {
+                "mean": d,
+                "ci_low": lo,
+                "ci_high": hi,
+                "verdict": verdict,
+                "n": n,
+                "ci_method": "Welch t on the two t intervals",
+                "reason": as_sentence(
+                    f"{WORDS[verdict]}: stand-in {100 * twin['mean']:+.2f} % vs co-located NCCL "
+                    f"{100 * real['mean']:+.2f} % (W = {w}, {cfg.get('ctas')} CTAs in all, paced to "
+                    f"{cfg.get('paced_to_ms', math.nan):.3g} ms a collective); difference "
+                    f"{100 * d:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}]; {why}"
+                ),
+            }
+        )
     return out

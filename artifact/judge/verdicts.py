@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from artifact.command import invocation
 from artifact.core.errors import ArtifactError
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not applicable", "not run")
@@ -191,9 +192,7 @@ def load_verdicts(out: Path) -> pd.DataFrame:
     """OUT/verdicts.csv, checked; a missing or malformed one is a one-line error."""
     path = Path(out) / "verdicts.csv"
     if not path.is_file():
-        raise ArtifactError(
-            f"no verdicts.csv in '{out}': run `python -m artifact compare {out}` first"
-        )
+        raise ArtifactError(f"no verdicts.csv in '{out}': run `{invocation()} compare {out}` first")
     try:
         verdicts = pd.read_csv(
             path,

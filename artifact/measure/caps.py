@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from artifact.command import invocation
 from artifact.core.errors import ArtifactError
 from artifact.measure import device
 from artifact.store import atomic_write_text
@@ -182,7 +183,7 @@ def capped(
     if state_file.exists():
         raise ArtifactError(
             f"'{state_file}' holds limits saved by an earlier run that did not restore them; "
-            "run `python -m artifact restore-caps` first"
+            f"run `{invocation()} restore-caps` first"
         )
     setters = [opener(i) for i in indices]
     if power_w is not None:

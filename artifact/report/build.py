@@ -211,8 +211,9 @@ def evaluation(doc: Doc, run: Results) -> list[Path]:
     if why:
         doc.p(as_sentence(why))
     else:
-        made += mechanisms.section(doc, run.summary, run.configs, run.verdicts,
-                                   _figures_dir(run), bool(run.gpus))
+        made += mechanisms.section(
+            doc, run.summary, run.configs, run.verdicts, _figures_dir(run), bool(run.gpus)
+        )
     validations.validation_sections(doc, run.summary, run.configs, run.verdicts, not_run("v2", run))
     validations.power_sampling(doc, run.summary, run.provenance)
     instrument.passes_section(doc, run.summary)

@@ -15,9 +15,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from artifact.core.mechanisms import VALIDATION_POINTS  # noqa: E402
+from artifact.core.units import size  # noqa: E402
 from artifact.judge.standin import ITEM  # noqa: E402
 from artifact.report.document import Doc  # noqa: E402
-from artifact.core.units import size  # noqa: E402
 from artifact.report.plots import _save  # noqa: E402
 
 AXIS_COMMS = ("spin", "nccl-shaped", "coloc")  # the mechanisms the heat map leaves out
@@ -43,39 +43,44 @@ def table(summary: pd.DataFrame, configs: dict) -> pd.DataFrame:
         return pd.DataFrame()
     sizes = {configs[c]["comm_bytes"] for c in axis}
     keep = [
-        c for c, cfg in configs.items()
-        if cfg.get("comm") in (*AXIS_COMMS, "copy", "onerank-avg") and cfg.get("comm_bytes") in sizes
+        c
+        for c, cfg in configs.items()
+        if cfg.get("comm") in (*AXIS_COMMS, "copy", "onerank-avg")
+        and cfg.get("comm_bytes") in sizes
         and cfg.get("compute") == "gemm"
     ]
     out = []
     for c in keep:
         cfg, mine = configs[c], rows[rows["config_id"] == c].set_index("metric")
 
-        def get(metric, col):
+        def get(metric, col, mine=mine):
             return mine.loc[metric, col] if metric in mine.index else float("nan")
 
         twin = bool(cfg.get("twin_of"))
-        out.append({
-            "config_id": c,
-            "mechanism": WHAT.get(cfg["comm"], cfg["comm"]) + (" (twin of co-located)" if twin else ""),
-            "compute": cfg["model"],
-            "communication": size(cfg["comm_bytes"]),
-            "ctas": cfg.get("ctas") or 0,
-            "ranks": cfg.get("ranks") or "",
-            "n": get("slowdown", "n"),
-            "slowdown": get("slowdown", "mean"),
-            "lo": get("slowdown", "ci_low"),
-            "hi": get("slowdown", "ci_high"),
-            "control": get("control_slowdown", "mean"),
-            "control_lo": get("control_slowdown", "ci_low"),
-            "control_hi": get("control_slowdown", "ci_high"),
-            "beyond": get("slowdown_beyond_control", "mean"),
-            "vs_nocomm": get("slowdown_vs_nocomm", "mean"),
-            "vs_nocomm_lo": get("slowdown_vs_nocomm", "ci_low"),
-            "vs_nocomm_hi": get("slowdown_vs_nocomm", "ci_high"),
-            "comm": cfg["comm"],
-            "twin": twin,
-        })
+        out.append(
+            {
+                "config_id": c,
+                "mechanism": WHAT.get(cfg["comm"], cfg["comm"])
+                + (" (twin of co-located)" if twin else ""),
+                "compute": cfg["model"],
+                "communication": size(cfg["comm_bytes"]),
+                "ctas": cfg.get("ctas") or 0,
+                "ranks": cfg.get("ranks") or "",
+                "n": get("slowdown", "n"),
+                "slowdown": get("slowdown", "mean"),
+                "lo": get("slowdown", "ci_low"),
+                "hi": get("slowdown", "ci_high"),
+                "control": get("control_slowdown", "mean"),
+                "control_lo": get("control_slowdown", "ci_low"),
+                "control_hi": get("control_slowdown", "ci_high"),
+                "beyond": get("slowdown_beyond_control", "mean"),
+                "vs_nocomm": get("slowdown_vs_nocomm", "mean"),
+                "vs_nocomm_lo": get("slowdown_vs_nocomm", "ci_low"),
+                "vs_nocomm_hi": get("slowdown_vs_nocomm", "ci_high"),
+                "comm": cfg["comm"],
+                "twin": twin,
+            }
+        )
     order = {c: k for k, c in enumerate(("copy", "onerank-avg", "spin", "nccl-shaped", "coloc"))}
     t = pd.DataFrame(out)
     t["_order"] = t["comm"].map(order)
@@ -98,11 +103,16 @@ def figure(t: pd.DataFrame, out_dir: Path) -> Path | None:
     and co-located NCCL at their CTAs beside it; error bars are the 95 % CIs."""
     if t.empty or t["slowdown"].isna().all():
         return None
-    fig, axes = plt.subplots(1, t["compute"].nunique(), figsize=(6.5 * t["compute"].nunique(), 3.8),
-                             squeeze=False)
-    marks = {"spin": ("o-", "SMs held, no bytes"), "copy": ("s", "bytes only (copy engine)"),
-             "nccl-shaped": ("^", "NCCL-shaped stand-in"), "coloc": ("D", "co-located NCCL"),
-             "onerank-avg": ("v", "NCCL one-rank kernel")}
+    fig, axes = plt.subplots(
+        1, t["compute"].nunique(), figsize=(6.5 * t["compute"].nunique(), 3.8), squeeze=False
+    )
+    marks = {
+        "spin": ("o-", "SMs held, no bytes"),
+        "copy": ("s", "bytes only (copy engine)"),
+        "nccl-shaped": ("^", "NCCL-shaped stand-in"),
+        "coloc": ("D", "co-located NCCL"),
+        "onerank-avg": ("v", "NCCL one-rank kernel"),
+    }
     for ax, (compute, part) in zip(axes[0], t.groupby("compute"), strict=True):
         for comm, (style, name) in marks.items():
             for twin in (False, True):
@@ -110,10 +120,20 @@ def figure(t: pd.DataFrame, out_dir: Path) -> Path | None:
                 if p.empty:
                     continue
                 err = [100 * (p["slowdown"] - p["lo"]), 100 * (p["hi"] - p["slowdown"])]
-                label = name + (" (twin)" if twin else "") + (
-                    "" if comm != "coloc" else f" (W = {', '.join(str(r) for r in p['ranks'])})")
-                ax.errorbar(p["ctas"], 100 * p["slowdown"], yerr=err, fmt=style, capsize=3,
-                            label=label, mfc="none" if twin else None)
+                label = (
+                    name
+                    + (" (twin)" if twin else "")
+                    + ("" if comm != "coloc" else f" (W = {', '.join(str(r) for r in p['ranks'])})")
+                )
+                ax.errorbar(
+                    p["ctas"],
+                    100 * p["slowdown"],
+                    yerr=err,
+                    fmt=style,
+                    capsize=3,
+                    label=label,
+                    mfc="none" if twin else None,
+                )
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_xlabel("CTAs held by the communication kernel(s)")
         ax.set_ylabel("matmul slowdown, Eq. 1 (%)")
@@ -122,8 +142,14 @@ def figure(t: pd.DataFrame, out_dir: Path) -> Path | None:
     return _save(fig, out_dir, "mechanisms")
 
 
-def section(doc: Doc, summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame | None,
-            fig_dir: Path, measured_on_gpu: bool) -> list[Path]:
+def section(
+    doc: Doc,
+    summary: pd.DataFrame,
+    configs: dict,
+    verdicts: pd.DataFrame | None,
+    fig_dir: Path,
+    measured_on_gpu: bool,
+) -> list[Path]:
     doc.p(
         "On one GPU a collective moves no data, so what a real collective does to the "
         "compute beside it is taken apart here, at the paper's 1 GiB: a kernel that holds "
@@ -137,25 +163,57 @@ def section(doc: Doc, summary: pd.DataFrame, configs: dict, verdicts: pd.DataFra
         "co-located NCCL's (the whole CI of the difference)."
     )
     if not measured_on_gpu:
-        doc.p("Nothing of this section was measured here: it needs one NVIDIA GPU, and this "
-              "run was on a CPU (the contention map ran gloo's all-reduce only).")
+        doc.p(
+            "Nothing of this section was measured here: it needs one NVIDIA GPU, and this "
+            "run was on a CPU (the contention map ran gloo's all-reduce only)."
+        )
         return []
     t = table(summary, configs)
     if t.empty:
-        doc.p("Nothing of this section was measured in this run: it runs on one GPU only "
-              "(with several GPUs the contention map limits NCCL's own CTAs instead).")
+        doc.p(
+            "Nothing of this section was measured in this run: it runs on one GPU only "
+            "(with several GPUs the contention map limits NCCL's own CTAs instead)."
+        )
         return []
     png = figure(t, fig_dir)
     if png is not None:
-        doc.image(f"figures/{png.name}", "What holds compute back on one GPU: Eq. 1 against CTAs held")
+        doc.image(
+            f"figures/{png.name}", "What holds compute back on one GPU: Eq. 1 against CTAs held"
+        )
     doc.table(
-        ["mechanism", "compute", "communication", "CTAs", "ranks", "n", "Eq. 1 slowdown",
-         "95% CI", "zero-byte control", "95% CI", "beyond control", "vs nocomm", "95% CI"],
-        [[r.mechanism, r.compute, r.communication, r.ctas, r.ranks,
-          "-" if pd.isna(r.n) else int(r.n), _pct(r.slowdown), _ci(r.lo, r.hi),
-          _pct(r.control), _ci(r.control_lo, r.control_hi), _pct(r.beyond),
-          _pct(r.vs_nocomm), _ci(r.vs_nocomm_lo, r.vs_nocomm_hi)]
-         for r in t.itertuples()],
+        [
+            "mechanism",
+            "compute",
+            "communication",
+            "CTAs",
+            "ranks",
+            "n",
+            "Eq. 1 slowdown",
+            "95% CI",
+            "zero-byte control",
+            "95% CI",
+            "beyond control",
+            "vs nocomm",
+            "95% CI",
+        ],
+        [
+            [
+                r.mechanism,
+                r.compute,
+                r.communication,
+                r.ctas,
+                r.ranks,
+                "-" if pd.isna(r.n) else int(r.n),
+                _pct(r.slowdown),
+                _ci(r.lo, r.hi),
+                _pct(r.control),
+                _ci(r.control_lo, r.control_hi),
+                _pct(r.beyond),
+                _pct(r.vs_nocomm),
+                _ci(r.vs_nocomm_lo, r.vs_nocomm_hi),
+            ]
+            for r in t.itertuples()
+        ],
     )
     doc.p(
         "'vs nocomm' is the same slowdown against the compute with no communication at all; "
@@ -163,11 +221,14 @@ def section(doc: Doc, summary: pd.DataFrame, configs: dict, verdicts: pd.DataFra
         "another speed than the compute alone."
     )
     checks = (
-        verdicts[verdicts["item"] == ITEM] if verdicts is not None and "item" in verdicts
+        verdicts[verdicts["item"] == ITEM]
+        if verdicts is not None and "item" in verdicts
         else pd.DataFrame()
     )
     if not checks.empty:
-        doc.table(["validation", "verdict", "detail"],
-                  [[r.config_id, r.verdict, r.reason] for r in checks.itertuples()])
+        doc.table(
+            ["validation", "verdict", "detail"],
+            [[r.config_id, r.verdict, r.reason] for r in checks.itertuples()],
+        )
     made = [png, png.with_suffix(".pdf")] if png is not None else []
     return made

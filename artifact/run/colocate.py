@@ -198,8 +198,14 @@ def probe(world: int, ctas_total: int | None, nbytes: int, timeout_s: float = 12
     process of its own with NCCL's INFO log on (INIT, TUNING), parsed. A failure is data:
     {'nccl_probe_error': why}."""
     env = {**os.environ, **NCCL_ENV, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING"}
-    cmd = [sys.executable, "-m", "artifact.run.colocate", str(world), str(ctas_total or 0),
-           str(nbytes)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "artifact.run.colocate",
+        str(world),
+        str(ctas_total or 0),
+        str(nbytes),
+    ]
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -54,8 +54,13 @@ TRAFFIC: Counter[str] = Counter()
 FALLBACKS: Counter[str] = Counter()
 
 
-def join(world: int, device: torch.device, link_given: float | None = None,
-         stand_in: str | None = None, ctas_given: int | None = None) -> None:
+def join(
+    world: int,
+    device: torch.device,
+    link_given: float | None = None,
+    stand_in: str | None = None,
+    ctas_given: int | None = None,
+) -> None:
     """Join the fake process group as rank 0 of `world` (instead of a real group); on a
     GPU, traffic is paced to `link_given` GB/s or the GPU model's default link."""
     import torch.distributed as dist
@@ -333,10 +338,14 @@ def _shaped_buffers(name: str, a: dict, w: int, gathers, scatters):
         return None
     first = next(iter(bufs.values()))
     why = (
-        "not a floating-point dtype" if not first.dtype.is_floating_point
-        else "buffers not W equal chunks" if not fits or chunk == 0
-        else "mixed dtypes" if any(b.dtype != first.dtype for b in bufs.values())
-        else "not contiguous" if any(not b.is_contiguous() for b in bufs.values())
+        "not a floating-point dtype"
+        if not first.dtype.is_floating_point
+        else "buffers not W equal chunks"
+        if not fits or chunk == 0
+        else "mixed dtypes"
+        if any(b.dtype != first.dtype for b in bufs.values())
+        else "not contiguous"
+        if any(not b.is_contiguous() for b in bufs.values())
         else None
     )
     if why:
@@ -359,7 +368,9 @@ def _shaped(name: str, shaped, device: torch.device, w: int, zero_bytes: bool):
     first = next(iter(bufs.values()))
     size = chunk * first.element_size()
     # the ring's bytes on the link, as the copies count them (module docstring)
-    link = size * {"all_gather": w - 1, "reduce_scatter": w - 1, "all_reduce": 2 * (w - 1)}.get(kind, 1)
+    link = size * {"all_gather": w - 1, "reduce_scatter": w - 1, "all_reduce": 2 * (w - 1)}.get(
+        kind, 1
+    )
     steps = nccl_shaped.plan(kind, w, in_place=in_place, average=average)
     ctas = _stand_in["ctas"] or 1
     stream = comm_stream(device)

@@ -105,7 +105,9 @@ class Microbench:
         if spec.compute not in COMPUTES:
             raise ValueError(f"unknown compute {spec.compute!r}; accepted: {', '.join(COMPUTES)}")
         if spec.comm in ("copy", "spin") and device.type != "cuda":
-            raise ValueError(f"the {spec.comm} proxy needs a GPU (it stands in for a one-GPU all-reduce)")
+            raise ValueError(
+                f"the {spec.comm} proxy needs a GPU (it stands in for a one-GPU all-reduce)"
+            )
         self.spec, self.device = spec, device
         gen = torch.Generator(device=device).manual_seed(seed)
         dt = dtype_of(spec.precision)
@@ -129,14 +131,18 @@ class Microbench:
             spin_cycles_per_s(device) * spec.delay_us * 1e-6 if delayed_on_gpu else 0
         )
         self.group = (
-            _cta_limited_group(spec.max_ctas) if spec.max_ctas and spec.comm == "allreduce" else None
+            _cta_limited_group(spec.max_ctas)
+            if spec.max_ctas and spec.comm == "allreduce"
+            else None
         )
         self.coloc = None
         if spec.comm == "coloc":
             from artifact.run.colocate import Colocated
 
             self.coloc = Colocated(spec.ranks, device, spec.max_ctas or None)
-        self._shaped = _ShapedAllReduce(spec, self.comm_buf) if spec.comm in ("spin", "nccl-shaped") else None
+        self._shaped = (
+            _ShapedAllReduce(spec, self.comm_buf) if spec.comm in ("spin", "nccl-shaped") else None
+        )
         self.comm_repeats = 1
         # the compute units' own time over a whole timed pass (runner.timed_pass's meter)
         self.compute_timer = SpanTimer(device, "compute_ms")
@@ -289,15 +295,24 @@ class _ShapedAllReduce:
         self.ctas, self.move = spec.ctas, spec.comm == "nccl-shaped"
         ring_bytes = 2 * (w - 1) * self.chunk * buf.element_size()
         self.duration_ns = (
-            int(spec.pace_ms * 1e6) if spec.pace_ms
-            else int(ring_bytes / (spec.link_gbps * 1e9) * 1e9) if spec.link_gbps
+            int(spec.pace_ms * 1e6)
+            if spec.pace_ms
+            else int(ring_bytes / (spec.link_gbps * 1e9) * 1e9)
+            if spec.link_gbps
             else 0
         )
         self.counters = nccl_shaped.Counters(buf.device, self.ctas)
 
     def launch(self) -> None:
-        self.ns.launch(self.buffers, self.steps, self.chunk, self.ctas, self.duration_ns,
-                       move_bytes=self.move, counters=self.counters)
+        self.ns.launch(
+            self.buffers,
+            self.steps,
+            self.chunk,
+            self.ctas,
+            self.duration_ns,
+            move_bytes=self.move,
+            counters=self.counters,
+        )
 
 
 def _cta_limited_group(ctas: int):

@@ -80,6 +80,7 @@ def plan(kind: str, w: int, in_place: bool = False, average: bool = False) -> li
 def for_rank(steps: list[Step], rank: int) -> list[Step]:
     """The steps on rank `rank`'s own buffers ('out' -> 'out1', ...): one kernel doing
     several co-located ranks' rings."""
+
     def ren(ref):
         return None if ref is None else (f"{ref[0]}{rank}", ref[1])
 
@@ -99,8 +100,12 @@ def deadlines(n_steps: int, duration_ns: int) -> list[int]:
     return [duration_ns * (k + 1) // n_steps for k in range(n_steps)]
 
 
-def pace(duration_ns: int, n_steps: int, step: Callable[[int], None],
-         clock: Callable[[], int] = time.perf_counter_ns) -> list[int]:
+def pace(
+    duration_ns: int,
+    n_steps: int,
+    step: Callable[[int], None],
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> list[int]:
     """Run `step(k)` for each step, waiting after each until its deadline on `clock` (the
     seam the tests drive); returns the clock readings at which each step was released."""
     start, released = clock(), []
@@ -132,8 +137,19 @@ def _kernel():
         )
 
     @triton.jit
-    def standin_ring(base, steps, n_steps, chunk, counts, seen, due_ns,
-             ELEM: tl.constexpr, BLOCK: tl.constexpr, MOVE: tl.constexpr, PACE: tl.constexpr):
+    def standin_ring(
+        base,
+        steps,
+        n_steps,
+        chunk,
+        counts,
+        seen,
+        due_ns,
+        ELEM: tl.constexpr,
+        BLOCK: tl.constexpr,
+        MOVE: tl.constexpr,
+        PACE: tl.constexpr,
+    ):
         # steps: n_steps rows of (op, src, aux, dst) element offsets from `base`, and a scale
         pid = tl.program_id(0)
         ctas = tl.num_programs(0)
@@ -206,9 +222,16 @@ class Counters:
         return r, w, int(self.seen.sum())
 
 
-def launch(buffers: dict[str, torch.Tensor], steps: list[Step], chunk: int, ctas: int,
-           duration_ns: int = 0, move_bytes: bool = True, counters: Counters | None = None,
-           block: int = BLOCK) -> Counters:
+def launch(
+    buffers: dict[str, torch.Tensor],
+    steps: list[Step],
+    chunk: int,
+    ctas: int,
+    duration_ns: int = 0,
+    move_bytes: bool = True,
+    counters: Counters | None = None,
+    block: int = BLOCK,
+) -> Counters:
     """Run the steps on `ctas` CTAs (the current stream), paced over `duration_ns` on a GPU.
     Without Triton on a CPU the steps run as torch ops, unpaced."""
     base = next(iter(buffers.values()))
@@ -217,14 +240,25 @@ def launch(buffers: dict[str, torch.Tensor], steps: list[Step], chunk: int, ctas
         _torch_steps(buffers, steps, chunk, move_bytes, counters)
         return counters
     pace_it = duration_ns > 0 and base.device.type == "cuda" and not _interpreting()
-    due = torch.tensor(deadlines(len(steps), duration_ns) or [0], dtype=torch.int64,
-                       device=base.device)
+    due = torch.tensor(
+        deadlines(len(steps), duration_ns) or [0], dtype=torch.int64, device=base.device
+    )
     rows = _offsets(buffers, steps, chunk)
     if not steps or ctas < 1:
         return counters
     _kernel()[(ctas,)](
-        base, rows, len(steps), chunk, counters.moved, counters.seen, due,
-        ELEM=base.element_size(), BLOCK=block, MOVE=move_bytes, PACE=pace_it, num_warps=THREADS // 32,
+        base,
+        rows,
+        len(steps),
+        chunk,
+        counters.moved,
+        counters.seen,
+        due,
+        ELEM=base.element_size(),
+        BLOCK=block,
+        MOVE=move_bytes,
+        PACE=pace_it,
+        num_warps=THREADS // 32,
     )
     return counters
 
