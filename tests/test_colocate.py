@@ -142,3 +142,33 @@ def test_a_twin_without_its_co_located_rows_is_not_run():
     summary = pd.DataFrame([_row("twin", 0.2, 0.19, 0.21)])
     (row,) = standin.verdict_rows(summary, {"twin": CONFIGS["twin"]})
     assert row["verdict"] == "not run" and "coloc-w2" in row["reason"]
+
+
+def test_a_co_located_row_carries_nccls_choices_probed_once_a_size(monkeypatch):
+    from types import SimpleNamespace
+
+    from artifact.experiments import fig8
+    from artifact.run.runner import ConfigPoint
+    from artifact.workloads.microbench import MicrobenchSpec
+
+    calls = []
+
+    def probe(world, ctas, nbytes):
+        calls.append((world, ctas, nbytes))
+        return {
+            "nccl_version": "2.32.3",
+            "nccl_channels": 8,
+            "nccl_algo": "Ring",
+            "nccl_proto": "Simple",
+        }
+
+    monkeypatch.setattr(colocate, "probe", probe)
+    ctx = SimpleNamespace(device=torch.device("cuda"))  # only its type is read
+    spec = MicrobenchSpec(256, "bf16", 1 << 30, 8, "coloc", ranks=2, max_ctas=16)
+    seen = {}
+    for k in range(2):
+        got = fig8.with_nccl_choices(ctx, seen, ConfigPoint(f"c{k}", {"comm": "coloc"}, spec))
+        assert got.config["nccl_algo"] == "Ring" and got.config["nccl_channels"] == 8
+    assert calls == [(2, 16, 1 << 30)]
+    copy = ConfigPoint("x", {"comm": "copy"}, MicrobenchSpec(256, "bf16", 1 << 30, 8, "copy"))
+    assert fig8.with_nccl_choices(ctx, seen, copy) is copy

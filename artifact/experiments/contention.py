@@ -146,11 +146,14 @@ def run(ctx: RunContext) -> None:
             continue
         points.append(point)
 
+    choices: dict = {}
+
     def prepare(point: ConfigPoint) -> ConfigPoint | None:
-        """A twin is paced to its co-located NCCL's time a collective, measured now."""
+        """A twin is paced to its co-located NCCL's time a collective, measured now; a
+        co-located row carries what NCCL chose (fig8.with_nccl_choices)."""
         twin_of = point.config.get("twin_of")
         if not twin_of:
-            return point
+            return fig8.with_nccl_choices(ctx, choices, point)
         key = (twin_of, point.spec.comm_bytes, point.spec.precision)
         if key not in coloc_ms:
             coloc_ms[key] = fig8.collective_ms(

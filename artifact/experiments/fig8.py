@@ -165,7 +165,21 @@ def run(ctx: RunContext) -> None:
                 if ctx.rank == 0:
                     ctx.store.write_config_status(ctx.figure, p.config_id, "not run", why)
             points = [p for p in points if p.spec.comm != "coloc"]
-    run_configs(ctx, points)
+    run_configs(ctx, points, prepare=functools.partial(with_nccl_choices, ctx, {}))
+
+
+def with_nccl_choices(ctx: RunContext, seen: dict, point: ConfigPoint) -> ConfigPoint:
+    """A co-located configuration with what NCCL chose for it (version, algorithm,
+    protocol, channels: colocate.probe, once a size) in its records; others as they are."""
+    spec = point.spec
+    if spec.comm != "coloc" or ctx.device.type != "cuda":
+        return point
+    from artifact.run import colocate
+
+    key = (spec.ranks, spec.max_ctas, spec.comm_bytes)
+    if key not in seen:
+        seen[key] = colocate.probe(spec.ranks, spec.max_ctas or None, spec.comm_bytes)
+    return ConfigPoint(point.config_id, {**point.config, **seen[key]}, spec)
 
 
 def collective_ms(ctx: RunContext, spec: MicrobenchSpec) -> float:
