@@ -172,3 +172,12 @@ def test_a_co_located_row_carries_nccls_choices_probed_once_a_size(monkeypatch):
     assert calls == [(2, 16, 1 << 30)]
     copy = ConfigPoint("x", {"comm": "copy"}, MicrobenchSpec(256, "bf16", 1 << 30, 8, "copy"))
     assert fig8.with_nccl_choices(ctx, seen, copy) is copy
+
+
+def test_what_the_worker_sets_for_co_location_is_not_part_of_the_environment_fingerprint():
+    """The contention map's ranks set colocate.NCCL_ENV; a variable that provenance
+    records would make its records differ in environment from the other figures of the
+    folder, and summarize refuse them."""
+    from artifact import env
+
+    assert not set(colocate.NCCL_ENV) & set(env.COMM_ENV_VARS)

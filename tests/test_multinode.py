@@ -35,6 +35,10 @@ def test_two_nodes_through_torchrun_rendezvous(tmp_path):
         "2",
         "--rdzv-endpoint",
         endpoint,
+        # both agents import torch before they join: on a busy 2-core machine that took
+        # longer than the default minute's bound once
+        "--rdzv-timeout-s",
+        "240",
         "--reps",
         "1",
         "--out",

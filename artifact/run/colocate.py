@@ -31,8 +31,10 @@ from artifact.core.errors import ArtifactError
 
 MIN_NCCL = (2, 30)
 NCCL_WHEEL = "nvidia-nccl-cu13==2.32.3"
-# set before NCCL initialises (the worker does, for the figures that co-locate)
-NCCL_ENV = {"NCCL_MULTI_RANK_GPU_ENABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+# set before NCCL initialises (the worker does, for the figures that co-locate). NVLS needs
+# several GPUs, so on one it is off anyway; the worker sets nothing that provenance records
+# (env.COMM_ENV_VARS), or a folder's figures would differ in environment
+NCCL_ENV = {"NCCL_MULTI_RANK_GPU_ENABLE": "1"}
 _TIMEOUT = datetime.timedelta(seconds=600)
 
 
@@ -197,7 +199,8 @@ def probe(world: int, ctas_total: int | None, nbytes: int, timeout_s: float = 12
     """What NCCL chooses for W co-located ranks and this all-reduce: one all-reduce in a
     process of its own with NCCL's INFO log on (INIT, TUNING), parsed. A failure is data:
     {'nccl_probe_error': why}."""
-    env = {**os.environ, **NCCL_ENV, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING"}
+    env = {**os.environ, **NCCL_ENV, "NCCL_NVLS_ENABLE": "0", "NCCL_DEBUG": "INFO",
+           "NCCL_DEBUG_SUBSYS": "INIT,TUNING"}
     cmd = [
         sys.executable,
         "-m",
