@@ -32,6 +32,8 @@ compile() {  # compile OUT REQUIREMENTS [uv options...]
 }
 compile lock-cuda.txt "$direct
 $tools" --no-emit-package deepspeed
+# every CUDA package must run on the oldest driver the image accepts (R580: CUDA 13.0)
+python3 check_lock.py lock-cuda.txt
 # torch's own packages for CUDA: everything torch pulls in that nothing else needs
 cuda_only=$(grep -oE '^(torch|triton|nvidia-[a-z0-9-]+|cuda-[a-z-]+)==' lock-cuda.txt | tr -d = | grep -v '^nvidia-ml-py$')
 no_emit=()
