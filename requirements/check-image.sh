@@ -107,9 +107,9 @@ else
   # /opt/rocm/share/amd_smi (PyPI's sdist of it: the same code; no libamd_smi here).
   wheels=$work/rocm-wheels
   mkdir -p "$wheels"
-  pip download -q --only-binary=:all: --python-version 3.11 --platform manylinux_2_28_x86_64 \
-    "torch==$rocm_torch" -d "$wheels"
-  pip download -q --no-deps --no-binary=:all: amdsmi==7.0.2 -d "$wheels"
+  # the stand-in's own Python downloads: its tags are the stand-in's (same glibc, same CPython)
+  "$py/bin/python3.11" -m pip download -q --only-binary=:all: "torch==$rocm_torch" -d "$wheels"
+  "$py/bin/python3.11" -m pip download -q --no-deps --no-binary=:all: amdsmi==7.0.2 -d "$wheels"
   ctr=$(bh from "$cuda_base")
   "${run[@]}" --volume "$wheels:/tmp/w:ro" "$ctr" -- sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq --no-install-recommends g++ >/dev/null && rm -rf /var/lib/apt/lists/* \
