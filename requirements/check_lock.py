@@ -65,7 +65,7 @@ NEWER_MINOR_OK = {
     "which the driver would JIT-compile, would, and those libraries do not ask for it",
     # torch 2.13.0 asks for cuda-bindings>=13.0.3,<14.
     "cuda-bindings": "it looks driver functions up at run time (cuGetProcAddress): one newer "
-    "than the driver fails when called; importing it and the functions torch uses do not",
+    "than the driver fails when called, not at import, and older ones work",
 }
 NOT_CUDA = {
     "nvidia-ml-py": "NVML's Python binding: it asks the host driver's libnvidia-ml at run time",
