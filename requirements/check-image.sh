@@ -5,7 +5,7 @@
 # HOME, and the preflight's refusal of a GPU run without a GPU. A maintainer's tool, not
 # CI (it needs root, buildah and ~50 GB of disk: vfs storage copies whole root filesystems).
 #
-#   nice -n 10 bash requirements/check-image.sh [--no-cuda-wheels] [--stand-in] [--reuse]
+#   nice -n 10 bash requirements/check-image.sh [--no-cuda-wheels] [--stand-in] [--reuse] [--keep-stand-ins]
 #
 # Base images: the pinned ones where a registry answers; where none does (or with
 # --stand-in), stand-ins made here: a Debian bookworm rootfs (debootstrap) with a CPython
@@ -19,19 +19,22 @@
 # and install a CPU torch 2.13.0 wheel instead (TORCH_CPU_WHEEL=path, or found in pip's
 # find-links folders), given to the build as a bind mount (buildah build --volume), not
 # through the build context. --reuse: skip the builds and check the images a previous run
-# left in $CHECK_IMAGE_DIR.
+# left in $CHECK_IMAGE_DIR. --keep-stand-ins: build the images, but on the stand-in bases a
+# previous run left there (their making takes minutes and the ROCm one ~4 GB of wheels).
 # Needs: apt-get install -y buildah debootstrap. State: $CHECK_IMAGE_DIR (/var/tmp/overlap-check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 no_cuda_wheels=0
 stand_in=0
 reuse=0
+keep=0
 for a in "$@"; do
   case $a in
     --no-cuda-wheels) no_cuda_wheels=1 ;;
     --stand-in) stand_in=1 ;;
     --reuse) reuse=1 ;;
-    *) echo "unknown option $a; accepted: --no-cuda-wheels, --stand-in, --reuse" >&2; exit 2 ;;
+    --keep-stand-ins) keep=1 ;;
+    *) echo "unknown option $a; accepted: --no-cuda-wheels, --stand-in, --reuse, --keep-stand-ins" >&2; exit 2 ;;
   esac
 done
 work=${CHECK_IMAGE_DIR:-/var/tmp/overlap-check}
@@ -60,6 +63,13 @@ if [ "$reuse" = 1 ]; then
   step "reusing the images of a previous run"
   for kind in cuda rocm; do bh inspect --type image "overlap-artifact:$kind" >/dev/null; done
   stand_in=$(bh inspect --type image localhost/overlap-standin:cuda >/dev/null 2>&1 && echo 1 || echo 0)
+elif [ "$keep" = 1 ]; then
+  step "building on the stand-in bases a previous run left"
+  for kind in cuda rocm; do bh inspect --type image "localhost/overlap-standin:$kind" >/dev/null; done
+  stand_in=1
+  pytag=cp311
+  cuda_base=localhost/overlap-standin:cuda
+  rocm_base=localhost/overlap-standin:rocm
 elif [ "$stand_in" = 0 ] && timeout 300 bh pull -q "$cuda_base" >/dev/null 2>&1; then
   step "a registry answers: building on the pinned bases"
   pytag=cp312
@@ -179,9 +189,9 @@ step "ROCm image: uid 1000 is artifact (the base's own user made way); pip check
 in_image rocm sh -c 'id && python requirements/pip_check.py --python 3.12 \
   && python -c "import importlib.metadata as m; d = m.distribution(\"amdsmi\"); print(\"amdsmi\", d.version, d.read_text(\"direct_url.json\"))" \
   && python -c "import artifact.run.preflight, deepspeed.ops.comm.deepspeed_shm_comm_op; print(\"imports ok\")"'
-step "ROCm image: nox -s tests -- -x -q (CPU, torch $rocm_torch)"
+step "ROCm image: nox -s tests -- -q (CPU, torch $rocm_torch)"
 start=$(date +%s)
-in_image rocm nox -s tests -- -x -q
+in_image rocm nox -s tests -- -q
 echo "ROCm tests took $(( $(date +%s) - start )) s"
 step "ROCm image: nox -s all -- --preset tiny (the CPU check, torch $rocm_torch)"
 start=$(date +%s)

@@ -1,6 +1,7 @@
 """Preflight refuses a GPU run on ROCm whose amdsmi Python package was made for another libamd_smi."""
 
 import dataclasses
+import importlib.metadata
 import sys
 import types
 
@@ -76,7 +77,17 @@ def test_device_reads_the_package_the_library_and_rocm(monkeypatch, tmp_path):
     (tmp_path / ".info" / "version").write_text("7.2.4-61\n")
     monkeypatch.setenv("ROCM_PATH", str(tmp_path))
     _fake_amdsmi(monkeypatch, lib=(26, 1, 0))
-    # not installed here, so the module's own __version__ is read
+    installed = {"amdsmi": "7.0.2"}
+
+    def version(name):
+        if name not in installed:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return installed[name]
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    # the installed distribution's version first: what pip put there
+    assert device.amdsmi_versions() == ("7.0.2", "26.1.0", "7.2.4-61")
+    installed.clear()  # a copy on sys.path, not installed: the module's own __version__
     assert device.amdsmi_versions() == ("26.2.1", "26.1.0", "7.2.4-61")
     state = _fake_amdsmi(monkeypatch, lib=(26, 2, 1), needs_init=True)
     assert device.amdsmi_versions() == ("26.2.1", "26.2.1", "7.2.4-61")
