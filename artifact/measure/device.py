@@ -21,10 +21,12 @@ KeyError('libamd_smi.so') after printing to stdout.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import io
 import logging
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 from artifact.core.errors import ArtifactError
@@ -222,6 +224,44 @@ def open_gpu(index: int = 0, backends: Sequence[str] = GPU_BACKENDS) -> Device:
             log.info("GPU backend %s unavailable: %s", name, e)
             errors.append(f"{name}: {type(e).__name__}")
     raise Unavailable("; ".join(errors))
+
+
+def amdsmi_versions() -> tuple[str, str, str | None] | None:
+    """(the amdsmi Python package's version, the version of the libamd_smi it loads, the
+    ROCm release in ROCM_PATH or None), or None where amdsmi cannot load its library.
+
+    ROCm's own package (/opt/rocm/share/amd_smi) carries its library's version; the
+    package index's copies carry the ROCm release they were made for (amdsmi 7.0.2: ROCm 7.0.2).
+    """
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints when libamd_smi.so is absent
+            import amdsmi
+    except Exception:  # KeyError('libamd_smi.so'), OSError, ...
+        return None
+    try:
+        lib = amdsmi.amdsmi_get_lib_version()  # a constant of the library
+    except Exception:  # a library that wants amdsmi_init first
+        try:
+            amdsmi.amdsmi_init()
+            lib = amdsmi.amdsmi_get_lib_version()
+        except Exception:
+            return None
+        finally:
+            with contextlib.suppress(Exception):
+                amdsmi.amdsmi_shut_down()
+    try:
+        module = importlib.metadata.version("amdsmi")
+    except importlib.metadata.PackageNotFoundError:  # a copy on sys.path, not installed
+        module = getattr(amdsmi, "__version__", None)
+    if module is None:
+        return None
+    library = ".".join(str(lib[k]) for k in ("major", "minor", "release"))
+    info = Path(os.environ.get("ROCM_PATH") or "/opt/rocm") / ".info" / "version"
+    try:
+        rocm = info.read_text().strip() or None
+    except OSError:
+        rocm = None
+    return str(module), library, rocm
 
 
 def driver_version(backend: str) -> str | None:

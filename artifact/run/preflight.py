@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from dataclasses import dataclass
 
@@ -51,6 +52,21 @@ class Machine:
     kfd: str  # ROCm's /dev/kfd: 'ok', 'absent' or 'denied'
     shm_bytes: int | None  # size of /dev/shm; None if there is none
     pid1: str  # the command of PID 1 (nox there means no init process)
+    # (amdsmi package, libamd_smi, ROCm release) on ROCm (device.amdsmi_versions); None
+    # where amdsmi cannot load its library or on NVIDIA
+    amdsmi: tuple[str, str, str | None] | None = None
+
+
+def _numbers(version: str | None, n: int) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version or "")[:n])
+
+
+def amdsmi_agrees(module: str, library: str, rocm: str | None) -> bool:
+    """Is the amdsmi Python package made for this libamd_smi? ROCm's own copy is numbered as
+    its library; the package index's as the ROCm release it was made for."""
+    if _numbers(module, 3) == _numbers(library, 3):
+        return True
+    return rocm is not None and _numbers(module, 2) == _numbers(rocm, 2)
 
 
 def _image_kind(image: str | None) -> str | None:
@@ -105,6 +121,15 @@ def decide(
                 "CPU check on purpose: a functional check that evaluates no claim of the paper"
             )
         return notes
+    if m.amdsmi is not None and not amdsmi_agrees(*m.amdsmi):
+        # power readings and fig9's caps go through it: a binding made for another
+        # library reads wrong fields or fails mid-run
+        module, library, rocm = m.amdsmi
+        raise ArtifactError(
+            f"the amdsmi Python package {module} was not made for this libamd_smi {library} "
+            f"(ROCm {rocm or 'unknown'}): install ROCm's own with "
+            "`pip install --no-deps /opt/rocm/share/amd_smi`, or pass `--preset tiny`"
+        )
     if m.nvidia_driver is not None and int(m.nvidia_driver.split(".")[0]) < MIN_NVIDIA_DRIVER:
         raise ArtifactError(
             f"host NVIDIA driver {m.nvidia_driver} is too old for CUDA 13 (torch 2.13.0): "
@@ -161,6 +186,12 @@ def _pid1() -> str:
     return next((n for n in names if n == "nox"), names[0] if names else "")
 
 
+def _amdsmi() -> tuple[str, str, str | None] | None:
+    from artifact.measure import device
+
+    return device.amdsmi_versions()
+
+
 def probe() -> Machine:
     import torch  # here, not at import: the tests exercise decide() without it
 
@@ -173,6 +204,7 @@ def probe() -> Machine:
         kfd=_kfd(),
         shm_bytes=_shm_bytes(),
         pid1=_pid1() if image else "",
+        amdsmi=_amdsmi() if kind == "rocm" else None,
     )
 
 
