@@ -199,8 +199,13 @@ def probe(world: int, ctas_total: int | None, nbytes: int, timeout_s: float = 12
     """What NCCL chooses for W co-located ranks and this all-reduce: one all-reduce in a
     process of its own with NCCL's INFO log on (INIT, TUNING), parsed. A failure is data:
     {'nccl_probe_error': why}."""
-    env = {**os.environ, **NCCL_ENV, "NCCL_NVLS_ENABLE": "0", "NCCL_DEBUG": "INFO",
-           "NCCL_DEBUG_SUBSYS": "INIT,TUNING"}
+    env = {
+        **os.environ,
+        **NCCL_ENV,
+        "NCCL_NVLS_ENABLE": "0",
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": "INIT,TUNING",
+    }
     cmd = [
         sys.executable,
         "-m",
