@@ -22,18 +22,15 @@ before the compute started (measured on an H200: overlap fraction 0.00 at 1 and 
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 from artifact.core.config import Preset
 from artifact.core.errors import ArtifactError
 from artifact.core.mechanisms import Mechanism, mechanisms
 from artifact.core.options import RunOptions
 from artifact.experiments import fig8
-from artifact.run.runner import ConfigPoint, RunContext
+from artifact.run.runner import ConfigPoint, RunContext, record_not_run
 from artifact.workloads.microbench import MicrobenchSpec
 from artifact.workloads.precision import dtype_of
-
-log = logging.getLogger(__name__)
 
 
 def sweep_of(preset: Preset, options: RunOptions) -> tuple[list, list[int]]:
@@ -140,9 +137,7 @@ def run(ctx: RunContext) -> None:
     points, coloc_ms = [], {}
     for point, mech in configs(ctx):
         if why := _refusal(ctx, mech):
-            log.warning("%s: not run: %s", point.config_id, why)
-            if ctx.rank == 0:
-                ctx.store.write_config_status(ctx.figure, point.config_id, "not run", why)
+            record_not_run(ctx, point.config_id, why)
             continue
         points.append(point)
 

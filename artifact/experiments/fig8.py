@@ -43,6 +43,7 @@ from artifact.run.runner import (
     log_repetition,
     measure_repetition,
     pending,
+    record_not_run,
     stop_requested,
 )
 from artifact.workloads.microbench import Microbench, MicrobenchSpec
@@ -161,9 +162,7 @@ def run(ctx: RunContext) -> None:
 
         if why := colocate.refusal():  # the co-located rows cannot run: recorded, not hidden
             for p in [p for p in points if p.spec.comm == "coloc"]:
-                log.warning("%s: not run: %s", p.config_id, why)
-                if ctx.rank == 0:
-                    ctx.store.write_config_status(ctx.figure, p.config_id, "not run", why)
+                record_not_run(ctx, p.config_id, why)
             points = [p for p in points if p.spec.comm != "coloc"]
     run_configs(ctx, points, prepare=functools.partial(with_nccl_choices, ctx, {}))
 

@@ -42,6 +42,7 @@ from artifact.run.runner import (
     log_repetition,
     measure_repetition,
     pending,
+    record_not_run,
     stop_requested,
 )
 from artifact.workloads.trainer import Trainer
@@ -129,12 +130,6 @@ def cannot_run(ctx: RunContext, spec: Any) -> tuple[str | None, float]:
     return (reasons[0] if reasons else None), needed
 
 
-def _not_run(ctx: RunContext, config_id: str, reason: str) -> None:
-    log.warning("%s: not run: %s", config_id, reason)
-    if ctx.is_writer:
-        ctx.store.write_config_status(ctx.figure, config_id, "not run", reason)
-
-
 def release_memory(device: torch.device) -> None:
     """Return what a torn-down trainer held, so the next configuration starts clean."""
     gc.collect()
@@ -159,7 +154,7 @@ def run_configs(
         reason, needed = cannot_run(ctx, spec)
         reason = config.get("emulation_refused") or reason
         if reason:
-            _not_run(ctx, config_id, reason)
+            record_not_run(ctx, config_id, reason)
             continue
         free = capability.free_memory_bytes(ctx.device)
         try:
@@ -172,7 +167,7 @@ def run_configs(
                 f"out of memory at micro-batch {spec.micro_batch}: about "
                 f"{needed / memory.GIB:.1f} GiB needed (estimate), {free / memory.GIB:.1f} GiB free"
             )
-            _not_run(ctx, config_id, reason)
+            record_not_run(ctx, config_id, reason)
             if ctx.world_size > 1:
                 # the other ranks may be waiting in a collective this rank never joins:
                 # the figure fails (its status says why) rather than hanging

@@ -284,7 +284,7 @@ def _traffic(name: str, a: dict, device: torch.device, w: int, gathers, scatters
     if _stand_in["name"] == "nccl-shaped":
         shaped = _shaped_buffers(name, a, w, gathers, scatters)
         if shaped is not None:
-            return _shaped(name, shaped, device, w, zero_bytes)
+            return _shaped(shaped, device, w, zero_bytes)
     stream = comm_stream(device)
     if stream is None:  # CPU: plain copies, now
         if not zero_bytes:
@@ -359,36 +359,31 @@ def _shaped_buffers(name: str, a: dict, w: int, gathers, scatters):
 _counters: dict = {}
 
 
-def _shaped(name: str, shaped, device: torch.device, w: int, zero_bytes: bool):
+def _shaped(shaped, device: torch.device, w: int, zero_bytes: bool):
     """One persistent kernel for the collective, on the communication stream (GPU), or its
-    plan as torch ops now (CPU)."""
+    plan as torch ops now (CPU: no stream, nothing paced)."""
     from artifact.workloads import nccl_shaped
 
     kind, bufs, chunk, in_place, average = shaped
     first = next(iter(bufs.values()))
-    size = chunk * first.element_size()
     # the ring's bytes on the link, as the copies count them (module docstring)
-    link = size * {"all_gather": w - 1, "reduce_scatter": w - 1, "all_reduce": 2 * (w - 1)}.get(
-        kind, 1
-    )
+    ring = {"all_gather": w - 1, "reduce_scatter": w - 1, "all_reduce": 2 * (w - 1)}
+    link = chunk * first.element_size() * ring.get(kind, 1)
     steps = nccl_shaped.plan(kind, w, in_place=in_place, average=average)
     ctas = _stand_in["ctas"] or 1
     stream = comm_stream(device)
-    if stream is None:  # CPU: the plan now, unpaced
-        if not zero_bytes:
-            bufs = {**bufs, "fifo": first.new_empty(chunk)}
-            nccl_shaped.launch(bufs, steps, chunk, ctas, counters=_counter(device, ctas))
-            _moves(kind, link)
-        return None
-    stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):
+    if stream is not None:
+        stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):  # None: a no-op
         if not zero_bytes:
             bufs = {**bufs, "fifo": first.new_empty(chunk)}
             duration = int(link / _link[0] * 1e9) if _link[0] else 0
             nccl_shaped.launch(bufs, steps, chunk, ctas, duration, counters=_counter(device, ctas))
             _moves(kind, link)
-            for t in bufs.values():  # the allocator must not hand these out while it runs
-                t.record_stream(stream)
+            for t in bufs.values() if stream is not None else ():
+                t.record_stream(stream)  # the allocator must not hand these out while it runs
+        if stream is None:
+            return None
         event = torch.cuda.Event()
         event.record(stream)
     return _StreamWork(event)

@@ -265,6 +265,13 @@ def stop_requested(ctx: RunContext) -> None:
         raise StopRequested()
 
 
+def record_not_run(ctx: RunContext, config_id: str, reason: str) -> None:
+    """A configuration that cannot run here: logged, and recorded in the figure's status."""
+    log.warning("%s: not run: %s", config_id, reason)
+    if ctx.is_writer:
+        ctx.store.write_config_status(ctx.figure, config_id, "not run", reason)
+
+
 def check_gpu_alone(ctx: RunContext) -> None:
     """After each configuration: no other job has started on our GPUs meanwhile (its
     load would enter every number). Every rank looks at its own GPU and all agree."""
