@@ -1,26 +1,50 @@
 #!/usr/bin/env bash
-# One device call of the one-GPU mechanism run (read-only on the GPU), resumable: the
-# stand-in probe, the contention map's mechanism axis at 1 GiB with n = 5 (co-located NCCL
-# rows where benchmarks/device_nccl.sh has joined a newer NCCL), then fig4 and fig10 as
-# rank 0 of 4 with each stand-in, each resumed from .resume/NAME.tgz and back as OUT/NAME.tgz.
-# Usage, from the repository root: bash benchmarks/gpu_mechanisms.sh OUT_DIR SECONDS
+# One device call of the one-GPU mechanism run (read-only on the GPU), resumable.
+# It runs the committed source, not the working copy: build/dev/src.tgz is `git archive
+# HEAD` (artifact/_commit.py stamped with the commit, results/ left out), unpacked to /tmp/src.
+# Steps, in order, as many as SECONDS allow:
+#   probe            benchmarks/standin_probe.py --colocate (correctness, pace, block sweep)
+#   mech             the contention map's mechanism axis at 1 GiB, bf16, n = 5
+#   e4-copy | e4-nccl-shaped   fig4 (FSDP rows) and fig10 at quick as rank 0 of 4
+# Each run's folder stays in /tmp/NAME while the machine is warm, else it is resumed from
+# build/dev/resume/NAME.tgz; it comes back as OUT/NAME.tgz (profiler traces left out).
+# A newer NCCL (co-located ranks need 2.30+): build/dev/nccl/libnccl.xz, see
+# benchmarks/slim_nccl.py; preloaded where present.
+# Here:  git archive HEAD -o build/dev/src.tgz ... (benchmarks/device_pack.sh does it all)
+# Usage, from the repository root: bash benchmarks/gpu_mechanisms.sh OUT SECONDS STEP...
 set -uo pipefail
-out=${1:?out dir}; seconds=${2:?seconds}; start=$(date +%s)
+out=${1:?out dir}; seconds=${2:?seconds}; shift 2; start=$(date +%s); dev=$PWD/build/dev
 left() { echo $(( seconds - ($(date +%s) - start) )); }
-mkdir -p "$out" /tmp/site
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > "$out/pip.log" 2>&1
-export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+mkdir -p "$out"
+if [ ! -d /tmp/site ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$dev"/whl/*.whl > "$out/pip.log" 2>&1
+fi
+rm -rf /tmp/src && mkdir -p /tmp/src && tar xzf "$dev/src.tgz" -C /tmp/src
+if [ ! -f /tmp/nccl/libnccl.so.2 ] && [ -f "$dev/nccl/libnccl.xz" ]; then
+  mkdir -p /tmp/nccl && xz -d -T0 -c "$dev/nccl/libnccl.xz" > /tmp/nccl/libnccl.so.2
+  [ "$(sha256sum < /tmp/nccl/libnccl.so.2 | cut -d' ' -f1)" = "$(cat "$dev/nccl/sha256")" ] || { echo "libnccl does not match its sha256"; rm -f /tmp/nccl/libnccl.so.2; }
+fi
+cd /tmp/src || exit 1
+grep -o '"[0-9a-f]\{40\}"' artifact/_commit.py | head -n 1
+export PYTHONPATH=/tmp/site:/tmp/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 [ -f /tmp/nccl/libnccl.so.2 ] && export LD_PRELOAD=/tmp/nccl/libnccl.so.2
 run() {  # NAME TIMEOUT ARGS...: python -m artifact run ARGS --out /tmp/NAME, resumed and packed
   local name=$1 t=$2; shift 2
-  mkdir -p "/tmp/$name"; [ -f ".resume/$name.tgz" ] && tar xzf ".resume/$name.tgz" -C "/tmp/$name"
-  timeout "$t" python3 -m artifact run "$@" --out "/tmp/$name" > "$out/$name.log" 2>&1
-  echo "$name exit $? after $(( $(date +%s) - start )) s"
+  [ -d "/tmp/$name" ] || { mkdir -p "/tmp/$name"; [ -f "$dev/resume/$name.tgz" ] && tar xzf "$dev/resume/$name.tgz" -C "/tmp/$name"; }
+  timeout "$t" python3 -m artifact run "$@" --out "/tmp/$name" >> "$out/$name.log" 2>&1
+  echo "$name ($*) exit $? after $(( $(date +%s) - start )) s"
+  for _ in $(seq 20); do pgrep -f "artifact run" > /dev/null || break; sleep 1; done
   tar czf "$out/$name.tgz" -C "/tmp/$name" --exclude='./traces/*/*.json' .
 }
-[ -f .resume/standin_probe.json ] || timeout 150 python3 benchmarks/standin_probe.py --colocate > "$out/standin_probe.json" 2> "$out/probe.err"
-run mech "$(( $(left) - 20 ))" contention --preset quick --comm-mib 1024 --precision bf16 --reps 5
-for s in nccl-shaped copy; do
-  [ "$(left)" -gt 60 ] && run "e4-$s" "$(( $(left) - 20 ))" fig4 --preset quick --emulate-world 4 --stand-in "$s" --parallelisms fsdp
-  [ "$(left)" -gt 60 ] && run "e4-$s" "$(( $(left) - 20 ))" fig10 --preset quick --emulate-world 4 --stand-in "$s"
+for step in "$@"; do
+  [ "$(left)" -gt 60 ] || { echo "no time left for $step"; break; }
+  case $step in
+    probe) timeout "$(( $(left) - 10 ))" python3 benchmarks/standin_probe.py --colocate > "$out/standin_probe.json" 2> "$out/probe.err"
+           echo "probe exit $? after $(( $(date +%s) - start )) s"; tail -n 5 "$out/probe.err" ;;
+    mech) run mech "$(( $(left) - 25 ))" contention --preset quick --comm-mib 1024 --precision bf16 --reps 5 ;;
+    e4-*) s=${step#e4-}
+          run "$step" "$(( $(left) - 25 ))" fig4 --preset quick --emulate-world 4 --stand-in "$s" --parallelisms fsdp
+          [ "$(left)" -gt 60 ] && run "$step" "$(( $(left) - 25 ))" fig10 --preset quick --emulate-world 4 --stand-in "$s" ;;
+    *) echo "unknown step $step (accepted: probe, mech, e4-copy, e4-nccl-shaped)"; exit 2 ;;
+  esac
 done

@@ -91,9 +91,28 @@ def pacing(mib: int, w: int, ctas: int, gbs: float) -> dict:
         row[f"unpaced_{c}cta_hbm_GBps"] = (reads + writes) / (ms * 1e-3) / 1e9
     # the inner block's size, and whether the pacing code alone (a deadline never waited
     # for) slows the copies
-    for block in (4096, 8192, 16384, 32768):
-        ms = _time_ms(lambda b=block: ns.launch(bufs, steps, chunk, ctas, block=b))
-        row[f"block_{block}_{ctas}cta_hbm_GBps"] = (reads + writes) / (ms * 1e-3) / 1e9
+    for block, stages in (
+        (4096, 1),
+        (16384, 1),
+        (32768, 1),
+        (16384, 2),
+        (8192, 2),
+        (8192, 3),
+        (4096, 3),
+        (4096, 4),
+        (4096, 6),
+        (2048, 8),
+    ):
+        try:
+            ms = _time_ms(
+                lambda b=block, s=stages: ns.launch(bufs, steps, chunk, ctas, block=b, stages=s)
+            )
+        except Exception as e:  # a configuration Triton cannot compile (shared memory): its reason
+            row[f"block_{block}_stages_{stages}_{ctas}cta"] = f"{type(e).__name__}: {e}"[:200]
+            continue
+        row[f"block_{block}_stages_{stages}_{ctas}cta_hbm_GBps"] = (
+            (reads + writes) / (ms * 1e-3) / 1e9
+        )
     ms = _time_ms(lambda: ns.launch(bufs, steps, chunk, ctas, 1))
     row[f"pace_code_only_{ctas}cta_hbm_GBps"] = (reads + writes) / (ms * 1e-3) / 1e9
     return row

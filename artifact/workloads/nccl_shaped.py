@@ -39,6 +39,9 @@ THREADS = 512  # NCCL's threads a CTA for the Simple and LL protocols (640 for L
 # one CTA to approach NCCL's rate a channel (at 8 a thread, 16 CTAs moved 254 GB/s of HBM
 # on an H100: latency-bound)
 BLOCK = 16384
+# loads in flight a CTA across inner iterations (Triton's software pipelining of tl.range):
+# 1 issues a block's loads only after the last block's stores
+STAGES = 1
 
 COPY, REDUCE = 0, 1
 
@@ -149,6 +152,7 @@ def _kernel():
         BLOCK: tl.constexpr,
         MOVE: tl.constexpr,
         PACE: tl.constexpr,
+        STAGES: tl.constexpr,
     ):
         # steps: n_steps rows of (op, src, aux, dst) element offsets from `base`, and a scale
         pid = tl.program_id(0)
@@ -168,7 +172,7 @@ def _kernel():
             dst = tl.load(row + 3)
             scale = tl.load(row + 4).to(tl.float32) / 1e6
             if MOVE:
-                for off in range(lo, hi, BLOCK):
+                for off in tl.range(lo, hi, BLOCK, num_stages=STAGES):
                     idx = off + tl.arange(0, BLOCK)
                     mask = idx < hi
                     x = tl.load(base + src + idx, mask=mask).to(tl.float32)
@@ -231,6 +235,7 @@ def launch(
     move_bytes: bool = True,
     counters: Counters | None = None,
     block: int = BLOCK,
+    stages: int = STAGES,
 ) -> Counters:
     """Run the steps on `ctas` CTAs (the current stream), paced over `duration_ns` on a GPU.
     Without Triton on a CPU the steps run as torch ops, unpaced."""
@@ -258,6 +263,7 @@ def launch(
         BLOCK=block,
         MOVE=move_bytes,
         PACE=pace_it,
+        STAGES=stages,
         num_warps=THREADS // 32,
     )
     return counters
