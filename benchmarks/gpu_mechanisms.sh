@@ -5,7 +5,8 @@
 # Steps, in order, as many as SECONDS allow:
 #   probe            benchmarks/standin_probe.py --colocate (correctness, pace, block sweep)
 #   mech             the contention map's mechanism axis at 1 GiB, bf16, n = 5
-#   e4-copy | e4-nccl-shaped   fig4 (FSDP rows) and fig10 at quick as rank 0 of 4
+#   fig4:STAND_IN, fig10:STAND_IN   fig4 (FSDP rows) or fig10 at quick as rank 0 of 4, with
+#                    --stand-in copy or nccl-shaped (into one folder a stand-in: e4-STAND_IN)
 # Each run's folder stays in /tmp/NAME while the machine is warm, else it is resumed from
 # build/dev/resume/NAME.tgz; it comes back as OUT/NAME.tgz (profiler traces left out).
 # A newer NCCL (co-located ranks need 2.30+): build/dev/nccl/libnccl.xz, see
@@ -42,9 +43,8 @@ for step in "$@"; do
     probe) timeout "$(( $(left) - 10 ))" python3 benchmarks/standin_probe.py --colocate > "$out/standin_probe.json" 2> "$out/probe.err"
            echo "probe exit $? after $(( $(date +%s) - start )) s"; tail -n 5 "$out/probe.err" ;;
     mech) run mech "$(( $(left) - 25 ))" contention --preset quick --comm-mib 1024 --precision bf16 --reps 5 ;;
-    e4-*) s=${step#e4-}
-          run "$step" "$(( $(left) - 25 ))" fig4 --preset quick --emulate-world 4 --stand-in "$s" --parallelisms fsdp
-          [ "$(left)" -gt 60 ] && run "$step" "$(( $(left) - 25 ))" fig10 --preset quick --emulate-world 4 --stand-in "$s" ;;
-    *) echo "unknown step $step (accepted: probe, mech, e4-copy, e4-nccl-shaped)"; exit 2 ;;
+    fig4:*|fig10:*) fig=${step%%:*}; s=${step#*:}; extra=(); [ "$fig" = fig4 ] && extra=(--parallelisms fsdp)
+          run "e4-$s" "$(( $(left) - 25 ))" "$fig" --preset quick --emulate-world 4 --stand-in "$s" "${extra[@]}" ;;
+    *) echo "unknown step $step (accepted: probe, mech, FIG:STAND_IN for fig4 or fig10)"; exit 2 ;;
   esac
 done
