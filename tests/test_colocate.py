@@ -1,6 +1,7 @@
 """Co-located ranks (artifact.run.colocate), the one-GPU mechanism axis
 (artifact.core.mechanisms) and the stand-in's validation rows (artifact.judge.standin), on CPU."""
 
+import json
 import math
 
 import pandas as pd
@@ -181,3 +182,22 @@ def test_what_the_worker_sets_for_co_location_is_not_part_of_the_environment_fin
     from artifact import env
 
     assert not set(colocate.NCCL_ENV) & set(env.COMM_ENV_VARS)
+
+
+def test_a_resumed_twin_keeps_the_pace_its_records_ran_at(tmp_path):
+    """Resuming a twin in a new process must not pace it to a freshly measured time: one
+    row, one pace (the records on disk say which)."""
+    from types import SimpleNamespace
+
+    from artifact.experiments.contention import _earlier_pace
+    from artifact.store import RunStore
+
+    store = RunStore(tmp_path)
+    ctx = SimpleNamespace(store=store, figure="contention", is_writer=True)
+    assert _earlier_pace(ctx, "twin") is None  # nothing on disk: measure it
+    for rep, cfg in enumerate([{"paced_to_ms": 4.25}, {"paced_to_ms": 4.25}]):
+        path = store.record_path("contention", "twin", "overlap", rep)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"config": cfg}))
+    assert _earlier_pace(ctx, "twin") == 4.25
+    assert _earlier_pace(ctx, "other") is None

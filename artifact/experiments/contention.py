@@ -28,7 +28,7 @@ from artifact.core.errors import ArtifactError
 from artifact.core.mechanisms import Mechanism, mechanisms
 from artifact.core.options import RunOptions
 from artifact.experiments import fig8
-from artifact.run.runner import ConfigPoint, RunContext, record_not_run
+from artifact.run.runner import ConfigPoint, RunContext, broadcast, record_not_run
 from artifact.workloads.microbench import MicrobenchSpec
 from artifact.workloads.precision import dtype_of
 
@@ -132,6 +132,18 @@ def _refusal(ctx: RunContext, mech: Mechanism) -> str | None:
     return None
 
 
+def _earlier_pace(ctx: RunContext, config_id: str) -> float | None:
+    """The pace a resumed twin's repetitions on disk ran at: a row keeps one pace."""
+    paces = None
+    if ctx.is_writer:
+        records = ctx.store.records(ctx.figure, config_id)
+        paces = sorted(
+            {r["config"]["paced_to_ms"] for r in records if "paced_to_ms" in r["config"]}
+        )
+    paces = broadcast(paces)
+    return paces[0] if paces else None
+
+
 def run(ctx: RunContext) -> None:
     sweep = ctx.preset.contention
     points, coloc_ms = [], {}
@@ -150,6 +162,8 @@ def run(ctx: RunContext) -> None:
         if not twin_of:
             return fig8.with_nccl_choices(ctx, choices, point)
         key = (twin_of, point.spec.comm_bytes, point.spec.precision)
+        if key not in coloc_ms and (ms := _earlier_pace(ctx, point.config_id)) is not None:
+            coloc_ms[key] = ms
         if key not in coloc_ms:
             coloc_ms[key] = fig8.collective_ms(
                 ctx,
