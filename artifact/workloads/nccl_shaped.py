@@ -172,13 +172,20 @@ def _kernel():
             dst = tl.load(row + 3)
             scale = tl.load(row + 4).to(tl.float32) / 1e6
             if MOVE:
-                for off in tl.range(lo, hi, BLOCK, num_stages=STAGES):
-                    idx = off + tl.arange(0, BLOCK)
-                    mask = idx < hi
-                    x = tl.load(base + src + idx, mask=mask).to(tl.float32)
-                    if op == 1:
+                # one loop a step kind, no branch inside: loads under a branch are not pipelined
+                if op == 1:
+                    for off in tl.range(lo, hi, BLOCK, num_stages=STAGES):
+                        idx = off + tl.arange(0, BLOCK)
+                        mask = idx < hi
+                        x = tl.load(base + src + idx, mask=mask).to(tl.float32)
                         x = (x + tl.load(base + aux + idx, mask=mask).to(tl.float32)) * scale
-                    tl.store(base + dst + idx, x.to(base.dtype.element_ty), mask=mask)
+                        tl.store(base + dst + idx, x.to(base.dtype.element_ty), mask=mask)
+                else:
+                    for off in tl.range(lo, hi, BLOCK, num_stages=STAGES):
+                        idx = off + tl.arange(0, BLOCK)
+                        mask = idx < hi
+                        x = tl.load(base + src + idx, mask=mask)
+                        tl.store(base + dst + idx, x, mask=mask)
                 reads = tl.where(op == 1, 2, 1).to(tl.int64) * mine * ELEM
                 tl.atomic_add(counts, reads)
                 tl.atomic_add(counts + 1, mine.to(tl.int64) * ELEM)
