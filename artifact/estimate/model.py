@@ -273,7 +273,9 @@ class Target:
     @property
     def where(self) -> Where:
         """Where the sweeps are walked: the plan's options are the run's defaults."""
-        return Where(self.preset, self.world, self.device, PLANNED_GPU if self.device == "cuda" else None)
+        return Where(
+            self.preset, self.world, self.device, PLANNED_GPU if self.device == "cuda" else None
+        )
 
 
 def _training_rows(t: Target, fig: str, points: list[TrainingPoint]) -> list[Row]:

@@ -14,4 +14,6 @@ from artifact.run.runner import RunContext
 
 def run(ctx: RunContext, precisions: tuple[str, ...]) -> None:
     points = sweeps.precision_sweep(sweeps.Where.of(ctx), precisions)  # the spec's sweep
-    fsdp.run(ctx, [fsdp.config_for(ctx, p.model, p.micro_batch, p.precision, p.impl) for p in points])
+    fsdp.run(
+        ctx, [fsdp.config_for(ctx, p.model, p.micro_batch, p.precision, p.impl) for p in points]
+    )

@@ -34,7 +34,9 @@ def load_folder(folder: Path) -> dict[str, FigureSpec]:
         raise ArtifactError(f"{EXTRA_ENV}={str(folder)!r} is not a folder of figure files")
     specs = {}
     for name in figure_names(Path(folder)):
-        loader = importlib.util.spec_from_file_location(f"_figure_{name}", Path(folder) / f"{name}.py")
+        loader = importlib.util.spec_from_file_location(
+            f"_figure_{name}", Path(folder) / f"{name}.py"
+        )
         module = importlib.util.module_from_spec(loader)
         loader.loader.exec_module(module)
         specs[name] = module.SPEC

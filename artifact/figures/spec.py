@@ -131,13 +131,18 @@ class FigureSpec:
 def _bind(spec: FigureSpec, what: str, fn: Callable) -> None:
     """inspect.signature(fn).bind(first, **params), its TypeError as one ArtifactError line."""
     parameters = list(inspect.signature(fn).parameters.values())[1:]  # after ctx / where
-    accepted = [p.name for p in parameters if p.kind is p.KEYWORD_ONLY or p.kind is p.POSITIONAL_OR_KEYWORD]
+    accepted = [
+        p.name for p in parameters if p.kind is p.KEYWORD_ONLY or p.kind is p.POSITIONAL_OR_KEYWORD
+    ]
     try:
         inspect.signature(fn).bind(None, **spec.params)
     except TypeError:
         unknown = [k for k in spec.params if k not in accepted]
         missing = [
-            p.name for p in parameters if p.default is p.empty and p.name not in spec.params
+            p.name
+            for p in parameters
+            if p.default is p.empty
+            and p.name not in spec.params
             and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
         ]
         bad = f"unknown param {unknown[0]!r}" if unknown else f"missing param {missing[0]!r}"

@@ -31,7 +31,9 @@ def paper_grid(item: dict) -> set[tuple]:
     dims = item["grid"]
     figure = spec_of(item["rows"].get("figure", item["file_figure"])).records
     keys = ("model", "parallelism", "micro_batch", "precision")
-    points = [{k: getattr(p, k) for k in keys} for p in spec_of(figure).configs(get_preset("paper"))]
+    points = [
+        {k: getattr(p, k) for k in keys} for p in spec_of(figure).configs(get_preset("paper"))
+    ]
     filters = {
         k: _as_list(v)
         for k, v in item["rows"].items()
