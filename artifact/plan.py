@@ -21,7 +21,7 @@ from artifact.core.errors import ArtifactError
 from artifact.core.units import GIB, duration, size
 from artifact.estimate import adaptive, items, model, reference
 from artifact.estimate.model import Row, build, figures_of, totals
-from artifact.figures import spec_of
+from artifact.figures import all_figures, spec_of
 from artifact.judge.expected import EXPECTED_DIR, load_expected
 from artifact.judge.figure_status import CPU_REASON, on_a_cpu
 from artifact.run import procs
@@ -63,7 +63,7 @@ def _gib_per(preset: Preset, gib: float) -> str:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
-        "figures", nargs="*", metavar="FIG", help="fig4 ... fig11, contention, v2 (default: all)"
+        "figures", nargs="*", metavar="FIG", help=f"{', '.join(all_figures())} (default: all)"
     )
     ap.add_argument(
         "--preset",

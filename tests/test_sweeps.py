@@ -226,6 +226,7 @@ def test_a_throwaway_figure_is_planned_with_its_own_configurations(cli, tmp_path
     assert all("priced with fig10's calibration" in r["note"] for r in rows)
     listed = cli("plan", "--preset", "tiny", "--summary", env=env).stdout
     assert "fig99" in listed and "fig99" not in cli("plan", "--preset", "tiny", "--summary").stdout
+    assert "fig99 (default: all)" in cli("plan", "--help", env=env).stdout
 
 
 def test_a_throwaway_figure_with_a_misspelt_param_starts_nothing(cli, tmp_path):
