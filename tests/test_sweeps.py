@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from artifact.core.config import get_preset
+from artifact.core.emulated import EMULATION_OPTIONS
 from artifact.core.errors import ArtifactError
 from artifact.core.options import RunOptions
 from artifact.estimate import model
@@ -32,7 +33,9 @@ class _Walked(Exception):
     """Raised by the stand-in measurement loops: the run's list is known."""
 
 
-def walked_ids(figure: str, preset: str, world: int, monkeypatch) -> list[str]:
+def walked_ids(
+    figure: str, preset: str, world: int, monkeypatch, options: RunOptions | None = None
+) -> list[str]:
     """The configuration ids the figure's experiment hands its measurement loops (and
     those it records "not run" first), on a stand-in context of this machine: the loops
     are replaced, so nothing is built or measured."""
@@ -67,7 +70,7 @@ def walked_ids(figure: str, preset: str, world: int, monkeypatch) -> list[str]:
         is_writer=False,
         device=torch.device("cuda" if cuda else "cpu"),
         provenance={"gpu_model": sweeps.PLANNED_GPU if cuda else None},
-        options=RunOptions(),
+        options=options or RunOptions(),
         power_backend=telemetry,
         gpu_index=0,
         warmup=1,
@@ -85,6 +88,24 @@ def test_the_plan_prices_the_configurations_the_run_walks(figure, preset, world,
     planned = planned_ids(figure, preset, world)
     assert planned == walked_ids(figure, preset, world, monkeypatch)
     assert len(set(planned)) == len(planned)
+
+
+EMULATING = [f for f in own_records() if spec_of(f).options >= EMULATION_OPTIONS]
+
+
+@pytest.mark.parametrize("preset", ["quick", "paper"])
+@pytest.mark.parametrize("figure", EMULATING)
+def test_the_emulated_plan_prices_the_configurations_the_emulated_run_walks(
+    figure, preset, monkeypatch
+):
+    """`plan --emulate-world 4` and `run --emulate-world 4`: rank 0 of 4 alone, ids '_e4'."""
+    from artifact import plan
+
+    rows = plan.emulated_plan(get_preset(preset), [figure], 4, 80.0)
+    planned = [r.config_id for r in rows if r.fits is not None]
+    emulated = RunOptions(emulate_world=4)
+    assert planned == walked_ids(figure, preset, 4, monkeypatch, emulated)
+    assert planned and all(cid.endswith("_e4") for cid in planned)
 
 
 def test_plan_equals_run_would_catch_a_sweep_the_experiment_does_not_walk(monkeypatch):

@@ -27,6 +27,7 @@ from typing import Any
 from artifact.core import units
 from artifact.core.config import ComputeKind, ModelConfig, Preset
 from artifact.core.errors import ArtifactError
+from artifact.core.options import RunOptions
 from artifact.core.phases import (
     FIG7_BLOCKS,
     FIG7_MIN_BLOCK_S,
@@ -265,6 +266,7 @@ class Target:
     device: str  # "cpu" or "cuda"
     gpu_memory_gib: float
     rates: dict
+    options: RunOptions = dataclasses.field(default_factory=RunOptions)  # the run's
 
     @property
     def cap(self) -> float:
@@ -272,10 +274,9 @@ class Target:
 
     @property
     def where(self) -> Where:
-        """Where the sweeps are walked: the plan's options are the run's defaults."""
-        return Where(
-            self.preset, self.world, self.device, PLANNED_GPU if self.device == "cuda" else None
-        )
+        """Where the sweeps are walked, as the run's ranks walk them."""
+        gpu = PLANNED_GPU if self.device == "cuda" else None
+        return Where(self.preset, self.world, self.device, gpu, self.options)
 
 
 def _training_rows(t: Target, fig: str, points: list[TrainingPoint]) -> list[Row]:
@@ -447,10 +448,15 @@ def _figure_rows(t: Target, fig: str) -> list[Row]:
     return ROWS_OF[kind](t, fig, points)
 
 
-def build(preset: Preset, figures: Iterable[str], gpus: int, gpu_memory_gib: float) -> list[Row]:
-    """Every configuration of `figures` at `preset` on `gpus` GPUs of `gpu_memory_gib`."""
+def build(
+    preset: Preset, figures: Iterable[str], gpus: int, gpu_memory_gib: float,
+    options: RunOptions | None = None,
+) -> list[Row]:  # fmt: skip
+    """Every configuration of `figures` at `preset` on `gpus` GPUs of `gpu_memory_gib`, as
+    a run with `options` (None: the defaults) walks them."""
     device = "cpu" if preset.device == "cpu" else "cuda"
-    t = Target(preset, gpus, device, gpu_memory_gib, ref.step_rates() if device == "cuda" else {})
+    rates = ref.step_rates() if device == "cuda" else {}
+    t = Target(preset, gpus, device, gpu_memory_gib, rates, options or RunOptions())
     startup_s = ref.value("figure_startup_s")
     rows = []
     for fig in figures:
