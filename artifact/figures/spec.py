@@ -145,8 +145,14 @@ def _bind(spec: FigureSpec, what: str, fn: Callable) -> None:
             and p.name not in spec.params
             and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
         ]
-        bad = f"unknown param {unknown[0]!r}" if unknown else f"missing param {missing[0]!r}"
+        bad = (
+            f"unknown param {unknown[0]!r}"
+            if unknown
+            else f"missing param {missing[0]!r}"
+            if missing
+            else f"params {sorted(spec.params)}"
+        )
         raise ArtifactError(
             f"{spec.name}: {bad} of {what} {spec.experiment!r}; accepted: "
-            f"{', '.join(accepted) or 'none'} (artifact/figures/{spec.name}.py params)"
+            f"{', '.join(accepted) or 'none'}"
         ) from None
