@@ -18,10 +18,11 @@ from artifact.core import host
 from artifact.core.config import PRESETS, Preset, default_preset, get_preset
 from artifact.core.emulated import EMULATION_OPTIONS, check_alone, check_world
 from artifact.core.errors import ArtifactError
+from artifact.core.options import RunOptions
 from artifact.core.units import GIB, duration, size
 from artifact.estimate import adaptive, items, model, reference
 from artifact.estimate.model import Row, build, figures_of, totals
-from artifact.figures import spec_of
+from artifact.figures import all_figures, spec_of
 from artifact.judge.expected import EXPECTED_DIR, load_expected
 from artifact.judge.figure_status import CPU_REASON, on_a_cpu
 from artifact.run import procs
@@ -63,7 +64,7 @@ def _gib_per(preset: Preset, gib: float) -> str:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
-        "figures", nargs="*", metavar="FIG", help="fig4 ... fig11, contention, v2 (default: all)"
+        "figures", nargs="*", metavar="FIG", help=f"{', '.join(all_figures())} (default: all)"
     )
     ap.add_argument(
         "--preset",
@@ -238,7 +239,8 @@ def emulated_plan(preset: Preset, figures: list[str], world: int, gib: float) ->
     with W; one rank's traces), the pipeline refused (as the run records it), and the
     other figures as a one-device run (`all` hands them no --emulate-world)."""
     takes = [f for f in figures if spec_of(f).options >= EMULATION_OPTIONS]
-    emulating = build(preset, takes, world, gib)  # together: fig10 reuses fig4's row
+    # together (fig10 reuses fig4's row), with the ids the run gives them ('_e4')
+    emulating = build(preset, takes, world, gib, RunOptions(emulate_world=world))
     for r in emulating:
         r.traces_bytes //= world  # rank 0's traces alone
         if r.parallelism == "pipeline":

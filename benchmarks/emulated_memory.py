@@ -38,7 +38,6 @@ from artifact.core.emulated import EMULATION_OPTIONS, check_world  # noqa: E402
 from artifact.core.errors import ArtifactError, bad_choice  # noqa: E402
 from artifact.core.units import GIB  # noqa: E402
 from artifact.estimate import memory  # noqa: E402
-from artifact.estimate.model import training_grid  # noqa: E402
 from artifact.figures import all_figures, spec_of  # noqa: E402
 from artifact.store import atomic_write_text, strict_json  # noqa: E402
 
@@ -109,9 +108,9 @@ def device_gib(device) -> float:
 
 def configurations(preset: Preset, world: int, figures: list[str], device) -> list:
     """(ConfigPoint, figures) for each configuration once, as `run --emulate-world W` builds
-    it: the sweep of artifact.estimate.model.training_grid (the plan's copy of the
-    experiments' grids) through the experiments' builders at world size W, which also
-    decide recomputation as the run does."""
+    it: the figures' sweeps (FigureSpec.configs, what the plan prices and the experiments
+    walk) through the experiments' builders at world size W, which also decide
+    recomputation as the run does."""
     from artifact.core.options import RunOptions
     from artifact.experiments import fsdp, pipeline
     from artifact.run.runner import RunContext
@@ -133,8 +132,9 @@ def configurations(preset: Preset, world: int, figures: list[str], device) -> li
     )
     points: dict[str, tuple] = {}
     for fig in figures:
-        for model, par, mb, prec in training_grid(preset, fig):
-            point = (fsdp if par == "fsdp" else pipeline).config_for(ctx, model, mb, prec)
+        for p in spec_of(fig).configs(preset):
+            builder = fsdp if p.parallelism == "fsdp" else pipeline
+            point = builder.config_for(ctx, p.model, p.micro_batch, p.precision)
             points.setdefault(point.config_id, (point, []))[1].append(fig)
     return list(points.values())
 

@@ -10,7 +10,7 @@ import torch
 
 from artifact.core import mechanisms as mech
 from artifact.core.config import get_preset
-from artifact.estimate.model import contention_grid
+from artifact.figures import spec_of
 from artifact.judge import standin
 from artifact.run import colocate
 
@@ -85,7 +85,7 @@ def test_one_gpus_mechanism_axis_on_an_h100():
 
 def test_the_plan_prices_the_axis_at_one_size_beside_the_gemms():
     preset = get_preset("quick")
-    grid = contention_grid(preset, 1, "cuda")
+    grid = [(p.mech, p.kind, p.comm_bytes) for p in spec_of("contention").configs(preset)]
     axis = [(m, k, b) for m, k, b in grid if not m.every_size]
     assert {b for _, _, b in axis} == {preset.contention.mechanism_at_bytes}
     assert {k.compute for _, k, _ in axis} == {"gemm"}

@@ -309,12 +309,17 @@ def test_config_ids_and_records_name_the_implementation():
 
 
 def test_side_by_side_runs_each_point_through_each_implementation():
-    """`--fsdp-impl deepspeed,fsdp2`: every point twice, one implementation after the other;
+    """`--fsdp-impl deepspeed,fsdp2`: every point twice, one implementation after the other
+    (the sweep, artifact.figures.sweeps; the experiment builds each through fsdp.config_for);
     the default runs DeepSpeed alone."""
     from artifact.experiments import fsdp
+    from artifact.figures.sweeps import Where, precision_sweep
 
-    points = [("gpt-tiny", 2, "fp32"), ("llama-tiny", 2, "fp32")]
-    both = fsdp.configs_for(_ctx(fsdp_impl="deepspeed,fsdp2"), points)
+    def configs_for(ctx):
+        points = precision_sweep(Where.of(ctx), ("fp32",))
+        return [fsdp.config_for(ctx, p.model, p.micro_batch, p.precision, p.impl) for p in points]
+
+    both = configs_for(_ctx(fsdp_impl="deepspeed,fsdp2"))
     assert [c.config_id for c in both] == [
         "gpt-tiny_fsdp_fp32_mb2_w2",
         "llama-tiny_fsdp_fp32_mb2_w2",
@@ -322,7 +327,7 @@ def test_side_by_side_runs_each_point_through_each_implementation():
         "llama-tiny_fsdp2_fp32_mb2_w2",
     ]
     assert [c.spec.impl for c in both] == ["deepspeed"] * 2 + ["fsdp2"] * 2
-    assert [c.spec.impl for c in fsdp.configs_for(_ctx(), points)] == ["deepspeed"] * 2
+    assert [c.spec.impl for c in configs_for(_ctx())] == ["deepspeed"] * 2
 
 
 def test_unknown_implementation_is_one_line():

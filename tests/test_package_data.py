@@ -14,6 +14,16 @@ COMMITTED_RUN = ROOT / "results" / "h200x1" / "session7" / "quick"
 PAPER_PLAN = ("plan", "--preset", "paper", "--gpus", "4", "--gpu-memory-gib", "80")
 
 
+def paper_total() -> str:
+    """The paper plan's total line as this checkout prices it (the registry's figures)."""
+    from artifact.core.config import get_preset
+    from artifact.estimate.model import build, figures_of, totals
+
+    t = totals(build(get_preset("paper"), figures_of([]), 4, 80.0))
+    assert t["configurations"] > t["fit"] > 0
+    return f"total: {t['configurations']} configurations, {t['fit']} fit 80 GiB per GPU"
+
+
 def _artifact(cwd: Path, path: Path, *args: str) -> subprocess.CompletedProcess:
     code = (
         f"import sys; sys.path.insert(0, {str(path)!r}); import artifact, runpy; "
@@ -34,7 +44,7 @@ def test_plan_and_report_without_results(tmp_path):
     assert not (repo / "results").exists()
     plan = _artifact(repo, repo, *PAPER_PLAN)
     assert plan.returncode == 0, plan.stderr
-    assert "total: 147 configurations, 131 fit 80 GiB per GPU" in plan.stdout
+    assert paper_total() in plan.stdout
     run = tmp_path / "elsewhere" / "quick"
     shutil.copytree(COMMITTED_RUN, run, ignore=shutil.ignore_patterns("report"))
     report = _artifact(repo, repo, "report", str(run))
@@ -60,4 +70,4 @@ def test_a_wheel_installed_elsewhere_plans_the_paper_preset(tmp_path):
     assert (site / "artifact" / "data" / "reference.json").is_file()
     res = _artifact(tmp_path, site, *PAPER_PLAN)
     assert res.returncode == 0, res.stderr
-    assert "total: 147 configurations, 131 fit 80 GiB per GPU" in res.stdout
+    assert paper_total() in res.stdout

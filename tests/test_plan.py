@@ -12,6 +12,7 @@ from artifact import plan
 from artifact.core.config import get_model, get_preset
 from artifact.core.errors import ArtifactError
 from artifact.estimate import memory, model, reference
+from artifact.figures import all_figures, own_records
 from tests.conftest import ROOT
 
 QUICK_1 = ("--preset", "quick", "--gpus", "1")
@@ -120,7 +121,7 @@ def test_json_parses_and_totals_are_the_sum_of_rows(cli):
     "args, named",
     [
         (["--preset", "huge"], "'huge'; accepted: tiny, quick, review, paper"),
-        (["fig99"], "'fig99'; accepted: fig4"),
+        (["nofig"], f"'nofig'; accepted: {', '.join(all_figures())}"),
         (["--gpus", "0"], "--gpus must be at least 1, got 0"),
         (["--gpu-memory-gib", "-1"], "--gpu-memory-gib must be a positive number, got -1"),
         (["--gpu-memory-gib", "nan"], "--gpu-memory-gib must be a positive number, got nan"),
@@ -152,7 +153,9 @@ def test_tiny_preset_uses_measured_times_and_cpu_precisions():
     for r in rows:
         by_fig[r.figure] = by_fig.get(r.figure, 0) + r.time_s
         assert r.method == "measured"
-    assert by_fig == pytest.approx(reference.values("tiny_measured_s"))
+    # each figure's measured time (a figure not measured yet: its experiment's kin's)
+    measured = {f: reference.of_figure("tiny_measured_s", f) for f in own_records()}
+    assert by_fig == pytest.approx(measured) and by_fig["fig4"] == 31.0
     fp16 = [r for r in rows if r.precision == "fp16"]
     assert fp16 and all(r.runs is False and r.time_s == 0 for r in fp16)
     with pytest.raises(ArtifactError, match="--gpus 4 does not apply"):
@@ -383,29 +386,15 @@ def test_adaptive_plan_prices_the_stopping_rule_from_the_h200_pilot(cli):
     )
 
 
-def test_review_precision_sweep_runs_the_models_the_plan_prices(monkeypatch):
-    """Figs. 10-11 under review: the experiment's points (precision_sweep.run) are the
-    plan's rows, GPT-3 1.3B alone (Preset.precision_models), not the preset's 13B too;
-    --models still wins."""
-    from types import SimpleNamespace
-
-    from artifact.experiments import fsdp, precision_sweep
-
-    seen = []
-    monkeypatch.setattr(fsdp, "configs_for", lambda ctx, points: seen.append(points) or [])
-    monkeypatch.setattr(fsdp, "run", lambda ctx, configs: None)
-    review = get_preset("review")
-    ctx = SimpleNamespace(preset=review, options=SimpleNamespace(models=None))
-    precision_sweep.run(ctx, ("fp32", "tf32"))
+def test_review_precision_sweep_prices_the_presets_precision_models():
+    """Figs. 10-11 under review: GPT-3 1.3B alone (Preset.precision_models), not the
+    preset's 13B too (the run walks the same list: tests/test_sweeps.py)."""
     planned = [
         (r.model, r.micro_batch, r.precision)
         for r in _rows("fig11", *REVIEW_4X80[:4])
         if r.fits is not None
     ]
-    assert seen[-1] == planned == [("gpt3-1.3b", 8, "fp32"), ("gpt3-1.3b", 8, "tf32")]
-    ctx.options.models = ["gpt3-13b"]
-    precision_sweep.run(ctx, ("fp32",))
-    assert seen[-1] == [("gpt3-13b", 8, "fp32")]
+    assert planned == [("gpt3-1.3b", 8, "fp32"), ("gpt3-1.3b", 8, "tf32")]
 
 
 def test_a_first_cpu_run_is_told_of_deepspeeds_op_build(cli, tmp_path, monkeypatch):

@@ -1,7 +1,6 @@
 """What a run will cost before it starts (no torch): the cost model (model.py) and its
 calibration data (reference.py, reading artifact/data/reference.json). The `plan`
-command (artifact/plan.py) renders it; the report prices the paper preset with it."""
+command (artifact/plan.py) renders it; the report prices the paper preset with it.
 
-from artifact.estimate.model import Row, build, figures_of, totals
-
-__all__ = ["Row", "build", "figures_of", "totals"]
+Nothing is imported here: core/options.py reads memory.py, and the cost model reads the
+figure registry, which reads core/options.py."""

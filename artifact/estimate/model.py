@@ -11,10 +11,10 @@ calibration data (artifact/data/reference.json, through reference.py); no torch.
 - wall time: by the method its `method` column names (METHODS below).
 - disk: records and rep 0's traces (DISK_METHOD).
 
-The configurations replicate the experiments' own sweeps (each builder names its
-source): those modules import torch, so they cannot be imported here (tests/test_plan.py
-checks that both agree). The phases come from artifact/core/phases.py, which the experiments
-read too.
+The configurations are each figure's own (FigureSpec.configs: artifact/figures/sweeps.py,
+torch-free, which the experiments walk too; tests/test_sweeps.py runs both and compares
+their ids); this module prices one configuration at a time. The phases come from
+artifact/core/phases.py, which the experiments read too.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from artifact.core import units
-from artifact.core.config import ComputeKind, ModelConfig, Preset, get_model
+from artifact.core.config import ComputeKind, ModelConfig, Preset
 from artifact.core.errors import ArtifactError
-from artifact.core.mechanisms import Mechanism, mechanisms
+from artifact.core.options import RunOptions
 from artifact.core.phases import (
     FIG7_BLOCKS,
     FIG7_MIN_BLOCK_S,
@@ -38,7 +38,16 @@ from artifact.core.phases import (
 from artifact.core.units import GIB
 from artifact.estimate import memory
 from artifact.estimate import reference as ref
-from artifact.figures import own_records, runs_aa_repeat, spec_of
+from artifact.figures import REGISTRY, own_records, runs_aa_repeat, spec_of
+from artifact.figures.sweeps import (
+    PLANNED_GPU,
+    POWER_LEVELS,
+    ContentionPoint,
+    MicroPoint,
+    TrainingPoint,
+    Where,
+    model_at,
+)
 
 # A phase (artifact.run.runner.measure_phase): settled, then timed for at least the preset's
 # iterations and seconds (the power window included), then profiled for `iters` steps.
@@ -89,9 +98,6 @@ CPU_UNSUPPORTED = {
     "tf32": "TF32 exists only on NVIDIA GPUs",
 }
 
-# experiments that read power telemetry: a CPU run records them "not run"
-POWER_EXPERIMENTS = frozenset({"fig6", "fig7"})
-
 METHODS = {
     "flops": "a step: 6 x params x tokens / (GPUs x TFLOP/s measured on one H200, overlap mode: "
     "{rates}), x (m+p-1)/m pipeline bubble; per repetition, 4 phases (3 modes and the A/A "
@@ -101,14 +107,12 @@ METHODS = {
     "rows at the preset's most rounds), then each phase profiled (its iterations, or where "
     "the preset sizes them by time at least one and its profiled seconds); + warm-up x 3 steps + "
     "{training:g} s set-up (calibrated); communication not added: a lower bound on several "
-    "GPUs; a configuration a figure reuses (fig10's FP16 is fig4's FSDP row, fig11's FP32 "
-    "is fig10's) costs nothing where both run",
-    "micro": "repetitions x phases (4; + the A/A repeat in fig6, fig8, fig9, contention and "
-    "v2; + 2 zero-byte controls where the all-reduce moves data) x (settling at its lower bound + the "
+    "GPUs; a configuration a figure reuses ({training_reuses}) costs nothing where both run",
+    "micro": "repetitions x phases (4; + the A/A repeat in {micro_repeats}; + 2 zero-byte "
+    "controls where the all-reduce moves data) x (settling at its lower bound + the "
     "timed pass, at least the preset's iterations and seconds or the power window + the "
     "profiled iterations) at the compute's time on one H200, + set-up per configuration "
-    "calibrated on quick, one H200 (fig6 {fig6:g} s, fig8 {fig8:g}, fig7 {fig7:g}, contention "
-    "{contention:g}, v2 {v2:g}); fig8's rows are fig6's where both run",
+    "calibrated on quick, one H200 ({micro_setup}); {micro_reuses}",
     "measured": "the figure's measured wall time (tiny on 2 CPU cores: {tiny}), split evenly "
     "over its configurations",
     "not run": "recorded 'not run' before anything is built: nothing beyond the start-up",
@@ -121,13 +125,34 @@ DISK_METHOD = (
 )
 
 
+def _and(names: list[str]) -> str:
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
+def _registry_words() -> dict[str, str]:
+    """The methods' lists of figures, from the registry: which reuse whose rows, which
+    microbenchmark figures run the A/A repeat, their calibrated set-up times."""
+    trains = {n: s.trains for n, s in REGISTRY.items() if s.experiment}
+    reuses = {n: s.reuses for n, s in REGISTRY.items() if s.reuses and n in trains}
+    setup = ref.values("setup_s")
+    return {
+        "training_reuses": ", ".join(f"{n}'s from {s}" for n, s in reuses.items() if trains[n]),
+        "micro_repeats": _and([n for n, t in trains.items() if not t and runs_aa_repeat(n)]),
+        "micro_setup": ", ".join(f"{n} {setup[n]:g} s" for n in setup if n in trains),
+        "micro_reuses": "; ".join(
+            f"{n}'s rows are {s}'s where both run" for n, s in reuses.items() if not trains[n]
+        ),
+    }
+
+
 def method_text(method: str) -> str:
     """A method's description, with the calibration it uses and the run that came from."""
     return METHODS[method].format(
-        **ref.values("setup_s"),
+        training=ref.of("setup_s", "training"),
         rates=ref.source("step_rates_tflops"),
         tiny=ref.source("tiny_measured_s"),
         startup=ref.value("figure_startup_s"),
+        **_registry_words(),
     )
 
 
@@ -155,6 +180,7 @@ class Row:
     runs: bool | None = None  # fits, and the device supports its precision (None: no configuration)
     # the paper's items (expected/*.yaml ids) it feeds (artifact.estimate.items; set by plan)
     feeds: list[str] = dataclasses.field(default_factory=list)
+    config_id: str = ""  # the configuration's id, as its records will be named ("": none)
 
     def __post_init__(self) -> None:
         if self.runs is None and self.fits is not None:
@@ -172,13 +198,6 @@ def microbench_phase_count(figure: str, comm: str, world: int) -> int:
     return len(microbench_phases(runs_aa_repeat(figure), moves_data))
 
 
-def model_at(preset: Preset, name: str) -> ModelConfig:
-    """artifact.experiments.training.model_of: the preset may shorten the sequence."""
-    m = get_model(name)
-    seq = preset.seq_len
-    return dataclasses.replace(m, seq_len=seq) if seq and m.seq_len > seq else m
-
-
 def figures_of(names: Iterable[str]) -> list[str]:
     """The figures a plan covers: every one that runs (none named), else each named one's
     records (fig5 is fig4's), once each."""
@@ -186,50 +205,6 @@ def figures_of(names: Iterable[str]) -> list[str]:
     if not names:
         return list(own_records())
     return list(dict.fromkeys(spec_of(n).records for n in names))
-
-
-# --- configurations: the experiments' own sweeps, replicated --------------------------
-
-
-def training_grid(preset: Preset, figure: str) -> list[tuple[str, str, int, str]]:
-    """(model, parallelism, micro-batch, precision): fig4.py (models x micro-batches, both
-    parallelisms, the preset's precision); fig10 and fig11 (precision_sweep.py): FSDP at the
-    first micro-batch in the precisions their specs give (artifact/figures/), on the
-    preset's precision_models where it names them."""
-    if spec_of(figure).experiment == "fig4":
-        grid = [(m, mb) for m in preset.models for mb in preset.micro_batches]
-        return [(m, par, mb, preset.precision) for par in ("fsdp", "pipeline") for m, mb in grid]
-    precisions = spec_of(figure).params["precisions"]
-    mb = preset.micro_batches[0]
-    models = preset.precision_models or preset.models
-    return [(m, "fsdp", mb, p) for m in models for p in precisions]
-
-
-def microbench_grid(preset: Preset, world: int, device: str) -> list[tuple[str, str, int, int]]:
-    """fig8.configs: (comm, precision, matmul size, comm bytes); one GPU adds two proxies."""
-    mb = preset.microbench
-    comms = ["allreduce"] + (["onerank-avg", "copy"] if world == 1 and device == "cuda" else [])
-    return [(c, mb.dtype, mb.matmul_size, mb.comm_bytes) for c in comms]
-
-
-PARALLELISM = {"allreduce": "allreduce", "onerank-avg": "proxy-nccl-onerank", "copy": "proxy-copy"}
-
-
-def contention_grid(
-    preset: Preset, world: int, device: str
-) -> list[tuple[Mechanism, ComputeKind, int]]:
-    """core.mechanisms x kinds x sizes, as the experiment walks them: (mechanism, kind,
-    comm bytes); one GPU's mechanism axis at its one size, beside the GEMMs. The GPU model is unknown to the
-    plan: an H200's channel count labels the stand-in rows."""
-    sweep = preset.contention
-    mechs = mechanisms(world, device, sweep.cta_limits, "H200" if device == "cuda" else None)
-    return [
-        (m, k, b)
-        for m in mechs
-        for k in sweep.computes
-        for b in sweep.comm_bytes
-        if m.every_size or (b == sweep.mechanism_at_bytes and k.compute == "gemm")
-    ]
 
 
 # --- estimates --------------------------------------------------------------------------
@@ -291,23 +266,28 @@ class Target:
     device: str  # "cpu" or "cuda"
     gpu_memory_gib: float
     rates: dict
+    options: RunOptions = dataclasses.field(default_factory=RunOptions)  # the run's
 
     @property
     def cap(self) -> float:
         return self.gpu_memory_gib * GIB
 
+    @property
+    def where(self) -> Where:
+        """Where the sweeps are walked, as the run's ranks walk them."""
+        gpu = PLANNED_GPU if self.device == "cuda" else None
+        return Where(self.preset, self.world, self.device, gpu, self.options)
 
-def _training_rows(t: Target, fig: str) -> list[Row]:
+
+def _training_rows(t: Target, fig: str, points: list[TrainingPoint]) -> list[Row]:
     p, world, rows = t.preset, t.world, []
     phases = len(training_phases(world))
     traced = phases - 1  # every phase but the A/A repeat keeps rep 0's trace
-    for name, par, mb, prec in training_grid(p, fig):
+    for point in points:
+        name, par, mb, prec = point.model, point.parallelism, point.micro_batch, point.precision
         m = model_at(p, name)
-        need = training_memory(m, par, mb, prec, world, p.global_batch)
-        budget = p.recompute_above_gib  # the preset's rule (memory.with_recompute)
-        recompute = budget is not None and not memory.fits(need, budget * GIB)
-        if recompute:
-            need = training_memory(m, par, mb, prec, world, p.global_batch, recompute=True)
+        recompute = point.recompute  # the preset's rule (memory.with_recompute), as the run's
+        need = training_memory(m, par, mb, prec, world, p.global_batch, recompute=recompute)
         fits = memory.fits(need, t.cap)
         why_not = CPU_UNSUPPORTED.get(prec) if t.device == "cpu" else None
         runs = fits and not why_not
@@ -342,15 +322,17 @@ def _training_rows(t: Target, fig: str) -> list[Row]:
         rows.append(
             Row(fig, name, par, prec, mb, world, need / GIB, "estimate", fits,
                 secs if runs else 0.0, secs, method, records if runs else 0,
-                traces if runs else 0, note, runs)
+                traces if runs else 0, note, runs, config_id=point.config_id)
         )  # fmt: skip
     return rows
 
 
 def _microbench_costs(
-    p: Preset, fig: str, i: int, t_iter: float, world: int, comm: str = "allreduce"
-) -> tuple:
-    """(seconds per repetition, record bytes, trace bytes, extra note) of one microbenchmark row."""
+    p: Preset, fig: str, t_iter: float, world: int, comm: str = "allreduce",
+    delay_fraction: float | None = None,
+) -> tuple:  # fmt: skip
+    """(seconds per repetition, record bytes, trace bytes, extra note) of one microbenchmark
+    row; `delay_fraction`: V2's delay after each collective (a fraction of the compute)."""
     reps = spec_of(fig).default_reps(p)
     experiment = spec_of(fig).experiment
     if experiment == "fig7":
@@ -361,8 +343,8 @@ def _microbench_costs(
     # rep 0's trace of every phase but the A/A repeat, each rank
     traces = (phases - runs_aa_repeat(fig)) * world * ref.value("micro_trace_bytes")
     records = reps * phases * ref.of_figure("record_bytes", fig)
-    if experiment == "v2":  # V2: no power window and no time floor (artifact.experiments.v2)
-        frac = p.v2.delay_fractions[i]
+    if delay_fraction is not None:  # V2: no power window and no time floor (experiments.v2)
+        frac = delay_fraction
         step = t_iter * (1 + frac)
         profiled = p.microbench.profiled_iters or p.iters_per_rep
         phase = phase_seconds(p, step, profiled, training=False, timed_s=0, window_s=0)
@@ -372,39 +354,36 @@ def _microbench_costs(
     return phases * phase, records, traces, ""
 
 
-def _microbench_rows(t: Target, fig: str) -> list[Row]:
+def _microbench_rows(t: Target, fig: str, points: list[MicroPoint]) -> list[Row]:
     p, world, rows = t.preset, t.world, []
-    grid, experiment = microbench_grid(p, world, t.device), spec_of(fig).experiment
-    if experiment == "v2":  # v2.base_config: the collective that occupies the device here
-        by_comm = {g[0]: g for g in grid}
-        grid = [by_comm.get("onerank-avg") or by_comm["allreduce"]] * len(p.v2.delay_fractions)
-    if t.device != "cuda" and experiment in POWER_EXPERIMENTS:
-        return [
-            Row(fig, "-", "-", "-", None, world, None, "-", None, 0.0, 0.0, "measured",
-                0, 0, "not run: no power telemetry on a CPU")
-        ]  # fmt: skip
-    for i, (comm, prec, size, comm_bytes) in enumerate(grid):
+    for point in points:
+        comm, prec, size, comm_bytes = (
+            point.comm, point.precision, point.matmul_size, point.comm_bytes
+        )  # fmt: skip
         gemm = ref.values("gemm_8192_ms")
         t_iter = p.microbench.matmuls_per_iter * _gemm_s(prec if prec in gemm else "bf16", size)
-        per_rep, records, traces, extra = _microbench_costs(p, fig, i, t_iter, world, comm)
+        per_rep, records, traces, extra = _microbench_costs(
+            p, fig, t_iter, world, comm, point.delay_fraction
+        )
         notes = ["one-GPU proxy" if comm != "allreduce" else "", extra]
-        if experiment in POWER_EXPERIMENTS:
+        if spec_of(fig).needs_telemetry:
             notes.append("needs NVML or AMD-SMI, else not run")
         secs = ref.of_figure("setup_s", fig) + spec_of(fig).default_reps(p) * per_rep
         need = _buffers(size, prec, comm_bytes, comm) + memory.RUNTIME_OVERHEAD
         fits = memory.fits(need, t.cap)
         rows.append(
-            Row(fig, f"matmul-{size}", PARALLELISM[comm], prec, None, world,
+            Row(fig, point.model, point.parallelism, prec, None, world,
                 need / GIB, "buffers", fits, secs if fits else 0.0, secs, "micro",
                 records if fits else 0, traces if fits else 0,
-                "; ".join(n for n in notes if n))
+                "; ".join(n for n in notes if n), config_id=point.config_id)
         )  # fmt: skip
     return rows
 
 
-def _contention_rows(t: Target, fig: str) -> list[Row]:
+def _contention_rows(t: Target, fig: str, points: list[ContentionPoint]) -> list[Row]:
     sweep, world, rows = t.preset.contention, t.world, []
-    for mech, kind, size in contention_grid(t.preset, world, t.device):
+    for point in points:
+        mech, kind, size = point.mech, point.kind, point.comm_bytes
         comm = mech.comm
         phases = microbench_phase_count(fig, comm, world)
         t_iter = _compute_s(kind)
@@ -425,49 +404,63 @@ def _contention_rows(t: Target, fig: str) -> list[Row]:
             Row(fig, kind.name, par, kind.precision, None, world, need / GIB,
                 "buffers", fits, secs if fits else 0.0, secs, "micro",
                 sweep.reps * phases * ref.of_figure("record_bytes", fig) if fits else 0,
-                traces if fits else 0, f"all-reduce {units.size(size)}")
+                traces if fits else 0, f"all-reduce {units.size(size)}",
+                config_id=point.config_id)
         )  # fmt: skip
     return rows
 
 
-def _fig9_rows(t: Target, fig: str) -> list[Row]:
-    return [
-        Row(fig, "-", "-", "-", None, t.world, None, "-", None, 0.0, 0.0, "not run", 0, 0,
-            "not run without --allow-power-cap (with it: fig8's configurations x 6 power levels)")
-    ]  # fmt: skip
+# why a figure's sweep holds no configuration here, by its experiment
+WHY_NONE = {
+    "fig9": "not run without --allow-power-cap (with it: fig8's configurations x "
+    f"{POWER_LEVELS} power levels)",
+}
 
-
-# each figure's rows, by the experiment its spec names (artifact/figures/)
+# each kind of configuration's cost model
 ROWS_OF = {
-    "fig4": _training_rows,
-    "precision_sweep": _training_rows,
-    "fig6": _microbench_rows,
-    "fig7": _microbench_rows,
-    "fig8": _microbench_rows,
-    "v2": _microbench_rows,
-    "contention": _contention_rows,
-    "fig9": _fig9_rows,
+    TrainingPoint: _training_rows,
+    MicroPoint: _microbench_rows,
+    ContentionPoint: _contention_rows,
 }
 
 
-def _rows_of(fig: str):
-    experiment = spec_of(fig).experiment
-    if experiment not in ROWS_OF:
+def _figure_rows(t: Target, fig: str) -> list[Row]:
+    """The figure's configurations (its spec's sweep), each priced; one row saying why
+    where none runs here."""
+    spec = spec_of(fig)
+    points = spec.configs(t.where)
+    if t.device != "cuda" and spec.needs_telemetry:
+        return [
+            Row(fig, "-", "-", "-", None, t.world, None, "-", None, 0.0, 0.0, "measured",
+                0, 0, "not run: no power telemetry on a CPU")
+        ]  # fmt: skip
+    if not points:
+        why = WHY_NONE.get(spec.experiment, "not run: no configuration in this preset")
+        return [
+            Row(fig, "-", "-", "-", None, t.world, None, "-", None, 0.0, 0.0, "not run", 0, 0, why)
+        ]  # fmt: skip
+    kind = type(points[0])
+    if kind not in ROWS_OF:
         raise ArtifactError(
-            f"the plan has no cost model for experiment '{experiment}' ({fig}); "
-            f"it knows: {', '.join(ROWS_OF)} (artifact/estimate/model.py ROWS_OF)"
+            f"the plan has no cost model for {kind.__name__} ({fig}); it knows: "
+            f"{', '.join(k.__name__ for k in ROWS_OF)} (artifact/estimate/model.py ROWS_OF)"
         )
-    return ROWS_OF[experiment]
+    return ROWS_OF[kind](t, fig, points)
 
 
-def build(preset: Preset, figures: Iterable[str], gpus: int, gpu_memory_gib: float) -> list[Row]:
-    """Every configuration of `figures` at `preset` on `gpus` GPUs of `gpu_memory_gib`."""
+def build(
+    preset: Preset, figures: Iterable[str], gpus: int, gpu_memory_gib: float,
+    options: RunOptions | None = None,
+) -> list[Row]:  # fmt: skip
+    """Every configuration of `figures` at `preset` on `gpus` GPUs of `gpu_memory_gib`, as
+    a run with `options` (None: the defaults) walks them."""
     device = "cpu" if preset.device == "cpu" else "cuda"
-    t = Target(preset, gpus, device, gpu_memory_gib, ref.step_rates() if device == "cuda" else {})
+    rates = ref.step_rates() if device == "cuda" else {}
+    t = Target(preset, gpus, device, gpu_memory_gib, rates, options or RunOptions())
     startup_s = ref.value("figure_startup_s")
     rows = []
     for fig in figures:
-        fig_rows = _rows_of(fig)(t, fig)
+        fig_rows = _figure_rows(t, fig)
         if device == "cuda":
             startup = Row(fig, "(start-up)", "-", "-", None, gpus, None, "-", None,
                           startup_s, startup_s, "start-up", 0, 0)  # fmt: skip

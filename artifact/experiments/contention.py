@@ -24,100 +24,58 @@ from __future__ import annotations
 import dataclasses
 
 from artifact.core.config import Preset
-from artifact.core.errors import ArtifactError
-from artifact.core.mechanisms import Mechanism, mechanisms
+from artifact.core.mechanisms import Mechanism
 from artifact.core.options import RunOptions
-from artifact.experiments import fig8
+from artifact.experiments import configs_of, fig8
+from artifact.figures.sweeps import contention_axes
 from artifact.run.runner import ConfigPoint, RunContext, broadcast, record_not_run
 from artifact.workloads.microbench import MicrobenchSpec
 from artifact.workloads.precision import dtype_of
 
 
-def sweep_of(preset: Preset, options: RunOptions) -> tuple[list, list[int]]:
-    """The preset's compute kinds and sizes, narrowed by --precision and --comm-mib."""
-    sweep = preset.contention
-    kinds = [k for k in sweep.computes if options.precision in (None, k.precision)]
-    sizes = [b for b in sweep.comm_bytes if options.comm_bytes in (None, b)]
-    if not kinds:
-        precisions = ", ".join(dict.fromkeys(k.precision for k in sweep.computes))
-        raise ArtifactError(
-            f"no contention point with precision {options.precision!r} in preset "
-            f"{preset.name!r}; accepted: {precisions}"
-        )
-    if not sizes:
-        mibs = ", ".join(str(b >> 20) for b in sweep.comm_bytes if b >= 1 << 20)
-        raise ArtifactError(
-            f"no contention point of {options.comm_bytes >> 20} MiB in preset "
-            f"{preset.name!r}; accepted --comm-mib: {mibs or 'none (sizes below 1 MiB)'}"
-        )
-    return kinds, sizes
-
-
 def check_options(preset: Preset, options: RunOptions) -> None:
     """Refuse, before anything runs, a precision or size the preset's sweep does not hold."""
-    sweep_of(preset, options)
-
-
-def mechanisms_here(
-    preset: Preset, options: RunOptions, world: int, device_type: str, gpu: str | None
-) -> list[Mechanism]:
-    """This machine's mechanisms; --colocate W keeps the co-located rows (and twins) of W."""
-    found = mechanisms(world, device_type, preset.contention.cta_limits, gpu, options.comm_ctas)
-    if options.colocate:
-        found = [
-            m
-            for m in found
-            if (m.comm != "coloc" and not m.twin_of) or m.spec.get("ranks") == options.colocate
-        ]
-    return found
+    contention_axes(preset, options)
 
 
 def configs(ctx: RunContext) -> list[tuple[ConfigPoint, Mechanism]]:
-    sweep = ctx.preset.contention
-    kinds, sizes = sweep_of(ctx.preset, ctx.options)
+    """The sweep's cells (artifact.figures.sweeps.contention) as the microbenchmark builds them."""
     gpu = ctx.provenance.get("gpu_model") or "cpu"
     out = []
-    for mech in mechanisms_here(
-        ctx.preset, ctx.options, ctx.world_size, ctx.device.type, ctx.provenance.get("gpu_model")
-    ):
-        # one GPU's mechanism axis: the matmuls' slowdown, at one size
-        for kind in kinds if mech.every_size else [k for k in kinds if k.compute == "gemm"]:
-            for size in (
-                sizes if mech.every_size else [b for b in sizes if b == sweep.mechanism_at_bytes]
-            ):
-                spec = MicrobenchSpec(
-                    matmul_size=kind.size if kind.compute == "gemm" else 0,
-                    precision=kind.precision,
-                    comm_bytes=size,
-                    matmuls_per_iter=kind.units,
-                    comm=mech.comm,
-                    compute=kind.compute,
-                    add_numel=kind.size if kind.compute == "add" else 0,
-                    interleave=True,
-                    **mech.spec,
-                )
-                item = dtype_of(kind.precision).itemsize
-                config_id = f"{kind.name}_{mech.parallelism}_{size >> 10}KiB_w{ctx.world_size}"
-                config = {
-                    "gpu": gpu,
-                    "model": kind.name,
-                    "parallelism": mech.parallelism,
-                    "precision": kind.precision,
-                    "world_size": ctx.world_size,
-                    "comm_bytes": size,
-                    "compute": kind.compute,
-                    "compute_size": kind.size,
-                    "units_per_iter": kind.units,
-                    "intensity_flop_per_byte": spec.intensity(item),
-                    "comm": mech.comm,
-                    "max_ctas": mech.spec.get("max_ctas", 0),
-                    "ctas": mech.spec.get("ctas", mech.spec.get("max_ctas", 0)),
-                    "ranks": mech.spec.get("ranks", 0),
-                    "proxy": mech.proxy,
-                    "note": mech.note,
-                    **({"twin_of": mech.twin_of} if mech.twin_of else {}),
-                }
-                out.append((ConfigPoint(config_id, config, spec), mech))
+    for point in configs_of(ctx):
+        mech, kind, size = point.mech, point.kind, point.comm_bytes
+        spec = MicrobenchSpec(
+            matmul_size=kind.size if kind.compute == "gemm" else 0,
+            precision=kind.precision,
+            comm_bytes=size,
+            matmuls_per_iter=kind.units,
+            comm=mech.comm,
+            compute=kind.compute,
+            add_numel=kind.size if kind.compute == "add" else 0,
+            interleave=True,
+            **mech.spec,
+        )
+        item = dtype_of(kind.precision).itemsize
+        config = {
+            "gpu": gpu,
+            "model": kind.name,
+            "parallelism": mech.parallelism,
+            "precision": kind.precision,
+            "world_size": ctx.world_size,
+            "comm_bytes": size,
+            "compute": kind.compute,
+            "compute_size": kind.size,
+            "units_per_iter": kind.units,
+            "intensity_flop_per_byte": spec.intensity(item),
+            "comm": mech.comm,
+            "max_ctas": mech.spec.get("max_ctas", 0),
+            "ctas": mech.spec.get("ctas", mech.spec.get("max_ctas", 0)),
+            "ranks": mech.spec.get("ranks", 0),
+            "proxy": mech.proxy,
+            "note": mech.note,
+            **({"twin_of": mech.twin_of} if mech.twin_of else {}),
+        }
+        out.append((ConfigPoint(point.config_id, config, spec), mech))
     return out
 
 

@@ -8,19 +8,22 @@ same records.
 
 from __future__ import annotations
 
-from artifact.experiments import fsdp, pipeline, training
+from artifact.experiments import configs_of, fsdp, pipeline
 from artifact.run.runner import RunContext
 
 
 def run(ctx: RunContext) -> None:
-    grid = [(m, mb) for m in training.models_of(ctx) for mb in ctx.preset.micro_batches]
-    precision = ctx.preset.precision
-    chosen = ctx.options.parallelisms or ("fsdp", "pipeline")
-    fsdp_points, pipeline_points = [], []
-    if "fsdp" in chosen:
-        fsdp_points = fsdp.configs_for(ctx, [(m, mb, precision) for m, mb in grid])
-    if "pipeline" in chosen:
-        pipeline_points = [pipeline.config_for(ctx, m, mb, precision) for m, mb in grid]
+    points = configs_of(ctx)  # artifact.figures.sweeps.fig4
+    fsdp_points = [
+        fsdp.config_for(ctx, p.model, p.micro_batch, p.precision, p.impl)
+        for p in points
+        if p.parallelism == "fsdp"
+    ]
+    pipeline_points = [
+        pipeline.config_for(ctx, p.model, p.micro_batch, p.precision)
+        for p in points
+        if p.parallelism == "pipeline"
+    ]
     # numbered across both lists, so progress and its ETA count the figure's configurations
     total = len(fsdp_points) + len(pipeline_points)
     if fsdp_points:

@@ -26,12 +26,11 @@ from collections.abc import Callable
 from typing import Any
 
 from artifact.analyze import metrics as eq
-from artifact.core.config import Preset
-from artifact.core.emulated import nccl_channels
 from artifact.core.mechanisms import ONE_GPU_NOTES
-from artifact.core.options import RunOptions
 from artifact.core.phases import OVERLAP_REPEAT, balanced_order, microbench_phases
+from artifact.experiments import configs_of
 from artifact.figures import runs_aa_repeat
+from artifact.figures.sweeps import MicroPoint, Where
 from artifact.measure.timing import timed
 from artifact.run.reuse import reuse
 from artifact.run.runner import (
@@ -56,12 +55,6 @@ log = logging.getLogger(__name__)
 CONTROLLED = ("spin", "nccl-shaped", "coloc")
 # the A/A repeat runs the microbenchmark's own overlap phase again
 BENCH_PHASE = {OVERLAP_REPEAT: "overlap"}
-PARALLELISM = {"allreduce": "allreduce", "onerank-avg": "proxy-nccl-onerank", "copy": "proxy-copy"}
-
-
-def colocated_ctas(options: RunOptions, gpu: str | None) -> int:
-    """--colocate's total CTAs: --comm-ctas, or NCCL's channels for the GPU (0: NCCL's own)."""
-    return options.comm_ctas or nccl_channels(gpu, options.colocate or 0) or 0
 
 
 UNITS = {
@@ -76,44 +69,28 @@ UNITS = {
 }
 
 
-def configs(
-    preset: Preset, world_size: int, device_type: str, gpu: str | None, options: RunOptions
-) -> list[ConfigPoint]:
-    mb = preset.microbench
-    size = options.matmul_size or mb.matmul_size
-    precision = options.precision or mb.dtype
-    comm_bytes = options.comm_bytes or mb.comm_bytes
-    comms = ["allreduce"]
-    if world_size == 1 and device_type == "cuda":
-        comms += ["onerank-avg", "copy"]
-    if options.colocate and world_size == 1:
-        comms.append("coloc")
-    out = []
-    for comm in comms:
-        parallelism = PARALLELISM.get(comm, f"coloc-w{options.colocate}")
-        extra = {}
-        if comm == "coloc":
-            ctas = colocated_ctas(options, gpu) if device_type == "cuda" else 0
-            extra = {"ranks": options.colocate, "max_ctas": ctas}
-            parallelism = f"coloc-nccl-{ctas}cta-w{options.colocate}" if ctas else parallelism
-        spec = MicrobenchSpec(size, precision, comm_bytes, mb.matmuls_per_iter, comm, **extra)
-        model = f"matmul-{size}"
-        config_id = f"{model}_{precision}_{parallelism}_{comm_bytes >> 20}MiB_w{world_size}"
-        config = {
-            "gpu": gpu or "cpu",
-            "model": model,
-            "parallelism": parallelism,
-            "precision": precision,
-            "world_size": world_size,
-            "comm_bytes": comm_bytes,
-            "matmuls_per_iter": mb.matmuls_per_iter,
-            "comm": comm,
-            "proxy": comm != "allreduce",
-            "note": _note(comm, extra) if world_size == 1 else "",
-            **extra,
-        }
-        out.append(ConfigPoint(config_id, config, spec))
-    return out
+def config_point(where: Where, point: MicroPoint) -> ConfigPoint:
+    """One configuration of the sweep (artifact.figures.sweeps.microbench) as the
+    microbenchmark builds it, with the settings every record carries."""
+    extra = {"ranks": point.ranks, "max_ctas": point.max_ctas} if point.comm == "coloc" else {}
+    per_iter = where.preset.microbench.matmuls_per_iter
+    spec = MicrobenchSpec(
+        point.matmul_size, point.precision, point.comm_bytes, per_iter, point.comm, **extra
+    )
+    config = {
+        "gpu": where.gpu or "cpu",
+        "model": point.model,
+        "parallelism": point.parallelism,
+        "precision": point.precision,
+        "world_size": where.world,
+        "comm_bytes": point.comm_bytes,
+        "matmuls_per_iter": per_iter,
+        "comm": point.comm,
+        "proxy": point.comm != "allreduce",
+        "note": _note(point.comm, extra) if where.world == 1 else "",
+        **extra,
+    }
+    return ConfigPoint(point.config_id, config, spec)
 
 
 def _note(comm: str, extra: dict) -> str:
@@ -123,9 +100,10 @@ def _note(comm: str, extra: dict) -> str:
 
 
 def configs_here(ctx: RunContext) -> list[ConfigPoint]:
-    """This machine's Fig. 8 configurations (the run's preset, ranks, device and options)."""
-    gpu = ctx.provenance.get("gpu_model")
-    return configs(ctx.preset, ctx.world_size, ctx.device.type, gpu, ctx.options)
+    """This figure's configurations here (its spec's sweep: fig6, fig7 and fig8 take
+    sweeps.microbench), as the microbenchmark builds them."""
+    where = Where.of(ctx)
+    return [config_point(where, p) for p in configs_of(ctx)]
 
 
 def _phase_metrics(

@@ -14,14 +14,12 @@ import logging
 from typing import Any
 
 from artifact.core.errors import ArtifactError
-from artifact.experiments import fig8
+from artifact.experiments import configs_of, fig8
+from artifact.figures.sweeps import PAPER_CAPS_W, PAPER_RANGE_W, Where
 from artifact.measure import caps
 from artifact.run.runner import ConfigPoint, RunContext
 
 log = logging.getLogger(__name__)
-
-PAPER_CAPS_W = [300.0, 250.0, 200.0, 150.0, 100.0]
-PAPER_RANGE_W = (100.0, 400.0)  # A100 SXM: allowed power limits
 
 
 def _status(ctx: RunContext, status: str, reason: str, **details: Any) -> None:
@@ -31,12 +29,11 @@ def _status(ctx: RunContext, status: str, reason: str, **details: Any) -> None:
 
 
 def _at_level(base: list[ConfigPoint], level: float | None, setter: str) -> list[ConfigPoint]:
-    """Fig. 8's configurations under one cap (None: uncapped), ids tagged with it."""
-    tag = "uncapped" if level is None else f"cap{level:g}W"
+    """Fig. 8's configurations under one cap (None: uncapped; the sweep tags their ids)."""
     fake_note = "cap applied by a fake setter: no physical effect" if setter == "fake" else ""
     return [
         ConfigPoint(
-            f"{cid}_{tag}",
+            cid,
             {
                 **cfg,
                 "power_cap_w": level,
@@ -73,9 +70,11 @@ def run(ctx: RunContext) -> None:
         return
     rng = setter.limit_range_w()
     levels = caps.scaled_cap_levels(PAPER_CAPS_W, PAPER_RANGE_W, rng)
-    base = fig8.configs_here(ctx)
+    where = Where.of(ctx, cap_levels=tuple(levels))
+    points = configs_of(ctx, cap_levels=tuple(levels))  # artifact.figures.sweeps.fig9
     every = [None, *levels]  # one list of Fig. 8's configurations a level, numbered as one
     for k, level in enumerate(every):
+        base = [fig8.config_point(where, p) for p in points if p.power_cap_w == level]
         guard = (
             contextlib.nullcontext()
             if level is None

@@ -11,12 +11,6 @@ from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
 FRAMEWORK = {"deepspeed": "deepspeed-zero3", "fsdp2": "torch-fsdp2"}
 
 
-def configs_for(ctx: RunContext, points: list[tuple[str, int, str]]) -> list[ConfigPoint]:
-    """(model, micro-batch, precision) points, each through every implementation asked for
-    (one implementation's configurations after the other's)."""
-    return [config_for(ctx, *point, impl) for impl in ctx.options.fsdp_impls for point in points]
-
-
 def config_for(
     ctx: RunContext, model: str, micro_batch: int, precision: str, impl: str = "deepspeed"
 ) -> ConfigPoint:

@@ -7,12 +7,13 @@ TF32 does not exist: its rows run FP32 arithmetic, and the CPU note says so.
 
 from __future__ import annotations
 
-from artifact.experiments import fsdp, training
+from artifact.experiments import fsdp
+from artifact.figures import sweeps
 from artifact.run.runner import RunContext
 
 
 def run(ctx: RunContext, precisions: tuple[str, ...]) -> None:
-    mb = ctx.preset.micro_batches[0]
-    models = ctx.options.models or ctx.preset.precision_models or training.models_of(ctx)
-    points = [(m, mb, p) for m in models for p in precisions]
-    fsdp.run(ctx, fsdp.configs_for(ctx, points))
+    points = sweeps.precision_sweep(sweeps.Where.of(ctx), precisions)  # the spec's sweep
+    fsdp.run(
+        ctx, [fsdp.config_for(ctx, p.model, p.micro_batch, p.precision, p.impl) for p in points]
+    )

@@ -17,7 +17,6 @@ the reason in status/<figure>.json, and the figure goes on with the rest.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import logging
 from collections.abc import Callable, Iterable
@@ -26,9 +25,10 @@ from typing import Any
 import torch
 
 from artifact.core import emulated
-from artifact.core.config import ModelConfig, get_model
+from artifact.core.config import ModelConfig
 from artifact.core.phases import TRAINING_MODES, balanced_order, training_phases
 from artifact.estimate import memory
+from artifact.figures import sweeps
 from artifact.measure.peak import peak_matmul_tflops
 from artifact.run import capability, emulation
 from artifact.run.reuse import reuse
@@ -72,20 +72,16 @@ def recompute_as_asked(ctx: RunContext, spec):
 
 
 def model_of(ctx: RunContext, name: str) -> ModelConfig:
-    """The named model at the preset's sequence length (quick shortens it; paper keeps 2048)."""
-    model = get_model(name)
-    seq = ctx.preset.seq_len
-    return dataclasses.replace(model, seq_len=seq) if seq and model.seq_len > seq else model
+    """The named model at the preset's sequence length (sweeps.model_at)."""
+    return sweeps.model_at(ctx.preset, name)
 
 
 def config_id(
     ctx: RunContext, model: str, tag: str, precision: str, micro_batch: int, recompute: bool
 ) -> str:
-    """'gpt3-1.3b_fsdp_fp16_mb8_w4' (+ '_rc' with recomputation, + '_e4' as rank 0 of 4
-    under --emulate-world 4): the output contract's ids."""
-    rc = "_rc" if recompute else ""
-    e = emulated.config_suffix(ctx.options.emulate_world, ctx.options.stand_in)
-    return f"{model}_{tag}_{precision}_mb{micro_batch}_w{ctx.world_size}{rc}{e}"
+    """The output contract's id (sweeps.training_id: the one the plan lists)."""
+    where = sweeps.Where.of(ctx)
+    return sweeps.training_id(where, model, tag, precision, micro_batch, recompute)
 
 
 def base_config(
@@ -111,10 +107,6 @@ def base_config(
         **({"emulated_world": world, "stand_in": stand_in, "comm_ctas": ctas} if world else {}),
         "note": "; ".join(n for n in notes if n),
     }
-
-
-def models_of(ctx: RunContext) -> list[str]:
-    return list(ctx.options.models or ctx.preset.models)
 
 
 def cannot_run(ctx: RunContext, spec: Any) -> tuple[str | None, float]:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 
-from artifact.experiments import fig8
+from artifact.experiments import configs_of, fig8
+from artifact.figures.sweeps import Where
 from artifact.run.runner import ConfigPoint, RunContext, broadcast
 from artifact.workloads.microbench import Microbench, MicrobenchSpec
 
@@ -27,15 +28,11 @@ log = logging.getLogger(__name__)
 V2_NOTE = "V2: a known delay after every collective on the communication chain"
 
 
-def base_config(ctx: RunContext) -> ConfigPoint:
-    """Fig. 8's configuration whose collective really occupies the device here."""
-    by_comm = {point.spec.comm: point for point in fig8.configs_here(ctx)}
-    # one GPU: the all-reduce runs no kernel; NCCL's one-rank kernel does (a labelled proxy)
-    return by_comm.get("onerank-avg") or by_comm["allreduce"]
-
-
 def run(ctx: RunContext) -> None:
-    config_id, config, spec = base_config(ctx)
+    # the sweep (artifact.figures.sweeps.v2): Fig. 8's configuration whose collective
+    # occupies the device here, once a delay; the delay is set below, from the compute
+    points = configs_of(ctx)
+    _, config, spec = fig8.config_point(Where.of(ctx), points[0])
     probe = Microbench(spec, ctx.device, seed=ctx.rank)
     repeats = probe.calibrate(ctx.warmup)
     # every rank injects the same delay: rank 0's compute time decides
@@ -43,12 +40,13 @@ def run(ctx: RunContext) -> None:
     probe.close()
     del probe
     configs = []
-    for fraction in ctx.preset.v2.delay_fractions:
+    for point in points:
+        fraction = point.delay_fraction
         delay_us = fraction * t_compute_s * 1e6 / repeats
         delayed = MicrobenchSpec(**{**spec.__dict__, "delay_us": delay_us})
         configs.append(
             ConfigPoint(
-                f"{config_id}_delay{fraction:g}",
+                point.config_id,
                 {
                     **config,
                     "delay_fraction": fraction,

@@ -10,14 +10,44 @@ Importing this package imports no torch (summarize, compare, plan and the report
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+from pathlib import Path
 
-from artifact.core.errors import bad_choice
+from artifact.core.errors import ArtifactError, bad_choice
 from artifact.figures.names import figure_names
 from artifact.figures.spec import FigureSpec, Panel, Series
+
+# A folder of more figures, each a spec file (and its expected YAML, which compare reads
+# beside expected/'s): a figure tried out without touching the package
+EXTRA_ENV = "ARTIFACT_FIGURES_DIR"
+
+
+def extra_dir() -> Path | None:
+    value = os.environ.get(EXTRA_ENV)
+    return Path(value) if value else None
+
+
+def load_folder(folder: Path) -> dict[str, FigureSpec]:
+    """The specs of a folder's figure files (names.figure_names), loaded by path."""
+    if not Path(folder).is_dir():
+        raise ArtifactError(f"{EXTRA_ENV}={str(folder)!r} is not a folder of figure files")
+    specs = {}
+    for name in figure_names(Path(folder)):
+        loader = importlib.util.spec_from_file_location(
+            f"_figure_{name}", Path(folder) / f"{name}.py"
+        )
+        module = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(module)
+        specs[name] = module.SPEC
+    return specs
+
 
 REGISTRY: dict[str, FigureSpec] = {
     name: importlib.import_module(f"artifact.figures.{name}").SPEC for name in figure_names()
 }
+if extra_dir() is not None:  # after the package's own, in the folder's order
+    REGISTRY |= {n: s for n, s in load_folder(extra_dir()).items() if n not in REGISTRY}
 
 # The lists below are read from REGISTRY at each call, not copied at import, so every
 # stage sees the same figures (tests/test_registry.py adds a throwaway one).
@@ -46,11 +76,13 @@ def runs_aa_repeat(name: str) -> bool:
 
 
 def spec_of(name: str) -> FigureSpec:
-    """The figure's spec; an unknown name is a one-line error listing the known ones."""
+    """The figure's spec, its params checked against its sweep (FigureSpec.check_params);
+    an unknown name is a one-line error listing the known ones."""
     try:
-        return REGISTRY[name]
+        spec = REGISTRY[name]
     except KeyError:
         raise bad_choice("experiment", name, all_figures()) from None
+    return spec.check_params()
 
 
 __all__ = [
@@ -59,6 +91,8 @@ __all__ = [
     "Panel",
     "Series",
     "all_figures",
+    "extra_dir",
+    "load_folder",
     "own_records",
     "paper_figures",
     "runs_aa_repeat",

@@ -14,6 +14,7 @@ SPEC = FigureSpec(
     experiment="fig6",
     options=MICROBENCH_OPTIONS,
     derived=derived.POWER,
+    needs_telemetry=True,
     panels=(
         Panel(
             (

@@ -23,5 +23,6 @@ SPEC = FigureSpec(
     experiment="fig7",
     options=MICROBENCH_OPTIONS,
     derived=(BLOCK_GAP,),
+    needs_telemetry=True,
     expected="fig7.yaml",
 )

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-NOT_FIGURES = frozenset({"__init__", "spec", "derived", "names"})
+NOT_FIGURES = frozenset({"__init__", "spec", "derived", "names", "sweeps"})
 
 
 def _order(name: str) -> tuple:

@@ -10,6 +10,7 @@ judges it. The CLI, nox, summarize, compare, plan and the report all read the re
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -17,6 +18,8 @@ from typing import Any
 
 from artifact.analyze.aggregate import Derived
 from artifact.core.config import Preset
+from artifact.core.errors import ArtifactError
+from artifact.figures.sweeps import SWEEPS, TRAINING_SWEEPS, Where
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ class FigureSpec:
     default_reps: Callable[[Preset], int] = _preset_reps
     # option -> why it does not apply, where a refusal can say more than "it takes: ..."
     why_not: Mapping[str, str] = field(default_factory=dict)
+    # reads power telemetry: a machine without it (a CPU) records the figure "not run"
+    needs_telemetry: bool = False
 
     @property
     def runs_noise_floor(self) -> bool:
@@ -75,16 +80,79 @@ class FigureSpec:
         return any(d.metric == "noise_floor" for d in self.derived)
 
     @property
+    def trains(self) -> bool:
+        """Whether its configurations are training steps (sweeps.TRAINING_SWEEPS)."""
+        return SWEEPS.get(self.experiment or "") in TRAINING_SWEEPS
+
+    @property
     def records(self) -> str:
         """The figure whose runs and records serve this one."""
         return self.records_of or self.name
 
-    def module(self) -> ModuleType:
-        """The experiment's module (imports torch and the workloads)."""
+    def sweep(self) -> Callable[..., list]:
+        """The experiment's sweep (artifact.figures.sweeps), torch-free."""
         if self.experiment is None:
             raise TypeError(f"{self.name} has no experiment: it reads {self.records}'s records")
-        return importlib.import_module(f"artifact.experiments.{self.experiment}")
+        if self.experiment not in SWEEPS:
+            raise ArtifactError(
+                f"{self.name}: no sweep for experiment {self.experiment!r}; known: "
+                f"{', '.join(SWEEPS)} (artifact/figures/sweeps.py SWEEPS)"
+            )
+        return SWEEPS[self.experiment]
+
+    def configs(self, where: Where | Preset):
+        """The figure's configurations (sweeps' points), in the order its run walks them:
+        the only list of them. A preset alone: as the plan prices it (Where.planned)."""
+        where = Where.planned(where) if isinstance(where, Preset) else where
+        return self.sweep()(where, **self.params)
+
+    def check_params(self) -> FigureSpec:
+        """The spec's params bound to its sweep's keyword arguments, torch-free: a misspelt
+        one is one line naming it and the accepted ones (the registry checks it on every
+        lookup, so before anything starts)."""
+        if self.experiment in SWEEPS:  # one without a sweep is refused where it is priced
+            _bind(self, "sweep", SWEEPS[self.experiment])
+        return self
+
+    def module(self) -> ModuleType:
+        """The experiment's module (imports torch and the workloads), its run(ctx, ...)
+        checked against the spec's params."""
+        if self.experiment is None:
+            raise TypeError(f"{self.name} has no experiment: it reads {self.records}'s records")
+        module = importlib.import_module(f"artifact.experiments.{self.experiment}")
+        _bind(self, "experiment", module.run)
+        return module
 
     def run(self, ctx) -> None:
         """Rank level: measure and write records."""
         self.module().run(ctx, **self.params)
+
+
+def _bind(spec: FigureSpec, what: str, fn: Callable) -> None:
+    """inspect.signature(fn).bind(first, **params), its TypeError as one ArtifactError line."""
+    parameters = list(inspect.signature(fn).parameters.values())[1:]  # after ctx / where
+    accepted = [
+        p.name for p in parameters if p.kind is p.KEYWORD_ONLY or p.kind is p.POSITIONAL_OR_KEYWORD
+    ]
+    try:
+        inspect.signature(fn).bind(None, **spec.params)
+    except TypeError:
+        unknown = [k for k in spec.params if k not in accepted]
+        missing = [
+            p.name
+            for p in parameters
+            if p.default is p.empty
+            and p.name not in spec.params
+            and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        ]
+        bad = (
+            f"unknown param {unknown[0]!r}"
+            if unknown
+            else f"missing param {missing[0]!r}"
+            if missing
+            else f"params {sorted(spec.params)}"
+        )
+        raise ArtifactError(
+            f"{spec.name}: {bad} of {what} {spec.experiment!r}; accepted: "
+            f"{', '.join(accepted) or 'none'}"
+        ) from None

@@ -5,7 +5,7 @@ selection-aware interval of a maximum over configurations (docs/measurement.md,
 
 An item names its grid in expected/ (`grid: [model, parallelism]`): the dimensions it
 speaks of. The grid is the paper preset's sweep of the item's figure (the configurations
-`plan --preset paper` lists, artifact.estimate.model.training_grid), restricted to the
+`plan --preset paper` lists: FigureSpec.configs), restricted to the
 item's rows' filters. The GPU generation is not a dimension one run can cover: the
 item's tolerance stands for it (its tolerance_why says how).
 """
@@ -18,7 +18,6 @@ import pandas as pd
 from scipy import stats
 
 from artifact.core.config import get_preset
-from artifact.estimate.model import training_grid
 from artifact.figures import spec_of
 
 
@@ -31,9 +30,9 @@ def paper_grid(item: dict) -> set[tuple]:
     preset's sweep of the item's figure, within the item's row filters."""
     dims = item["grid"]
     figure = spec_of(item["rows"].get("figure", item["file_figure"])).records
+    keys = ("model", "parallelism", "micro_batch", "precision")
     points = [
-        dict(zip(("model", "parallelism", "micro_batch", "precision"), p, strict=True))
-        for p in training_grid(get_preset("paper"), figure)
+        {k: getattr(p, k) for k in keys} for p in spec_of(figure).configs(get_preset("paper"))
     ]
     filters = {
         k: _as_list(v)

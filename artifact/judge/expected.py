@@ -13,7 +13,7 @@ import yaml
 
 from artifact.core.errors import ArtifactError
 from artifact.env import REPO_ROOT
-from artifact.figures import REGISTRY
+from artifact.figures import REGISTRY, extra_dir
 
 EXPECTED_DIR = REPO_ROOT / "expected"
 AGGREGATES = ("mean", "max", "cap_increase")
@@ -73,7 +73,8 @@ def _need(where: str, item: dict, keys: tuple[str, ...]) -> None:
 
 
 def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
-    """Every item of every expected/*.yaml, schema-checked, with its file's figure:
+    """Every item of every expected/*.yaml (and, for expected/, of the YAML files beside
+    the figures of figures.EXTRA_ENV's folder), schema-checked, with its file's figure:
     headline.yaml first, then the figures' files in the registry's order."""
     items = []
     files = ["headline.yaml", *(s.expected for s in REGISTRY.values() if s.expected)]
@@ -81,7 +82,10 @@ def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
     def order(path: Path) -> tuple:
         return (files.index(path.name) if path.name in files else len(files), path.name)
 
-    for path in sorted(Path(directory).glob("*.yaml"), key=order):
+    paths = list(Path(directory).glob("*.yaml"))
+    if Path(directory) == EXPECTED_DIR and extra_dir() is not None:  # figures.EXTRA_ENV's
+        paths += [p for p in extra_dir().glob("*.yaml") if p.name not in {q.name for q in paths}]
+    for path in sorted(paths, key=order):
         try:
             doc = yaml.safe_load(path.read_text())
         except yaml.YAMLError as e:

@@ -10,7 +10,8 @@ import tomllib
 from artifact.core.config import get_preset
 from artifact.core.units import duration, size
 from artifact.env import REPO_ROOT
-from artifact.estimate import build, figures_of, reference, totals
+from artifact.estimate import reference
+from artifact.estimate.model import build, figures_of, totals
 from artifact.figures import REGISTRY, all_figures, own_records, spec_of
 from artifact.judge.controls import is_proxy
 from artifact.judge.expected import load_expected
