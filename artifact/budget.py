@@ -21,6 +21,17 @@ UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600}
 FORMS = "a number with s, m or h: 90m, 6h, 1.5h"
 
 
+def flag_value(args: list[str], flag: str) -> str | None:
+    """The value after `flag` in `args` (None: absent, or last)."""
+    return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
+
+
+def passed(args: list[str], flags: tuple[str, ...]) -> list[str]:
+    """The `flag value` pairs of `flags` that `args` (run's flags) holds: what the plan
+    takes of them."""
+    return [x for k in flags if k in args for x in (k, flag_value(args, k) or "")]
+
+
 def parse(text: str) -> float:
     """'6h' -> 21600 seconds; a bad value is a one-line error naming it and the forms."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)\s*", text or "")
@@ -46,7 +57,6 @@ def select(run_args: list[str], budget_s: float) -> tuple[list[str], dict[str, s
     """(figures kept, {figure left out: why}) for `all` with `run_args` on this machine."""
     from artifact import plan
     from artifact.core.units import duration
-    from artifact.suite import passed
 
     ap = argparse.ArgumentParser(add_help=False)
     plan.add_arguments(ap)

@@ -29,6 +29,7 @@ Pure numpy/scipy, vectorised, so the simulation decides 2,000 trials at once.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -36,6 +37,20 @@ from scipy import stats
 MIN_REPETITIONS = 5  # = artifact.judge.verdicts.MIN_REPETITIONS (a test checks they agree)
 NARROW_FRACTION = 0.25  # the CI half-width aimed at, as a fraction of the item's tolerance
 T_PILOT = float(stats.t.ppf(0.975, MIN_REPETITIONS - 1))  # Stein's quantile: the pilot's
+# why a configuration of one rank stops at the pilot (the plan prices it, the run decides it)
+ALONE = "world size 1: no data moves, so no item of expected/ is judged from it"
+
+
+def item_tolerance(item: dict[str, Any], items: list[dict[str, Any]]) -> float | None:
+    """A number's tolerance; a claim has none, so it takes the smallest tolerance of the
+    numbers over its metric (Eq. 1: 0.05), None where no number has that metric."""
+    if item["section"] == "numbers":
+        return float(item["tolerance"])
+    metric = item.get("metric")
+    same = [
+        float(i["tolerance"]) for i in items if i["section"] == "numbers" and i["metric"] == metric
+    ]
+    return min(same) if same else None
 
 
 def spread_of(half_width, n: int = MIN_REPETITIONS):
