@@ -20,7 +20,6 @@ Ranks' numbers are gathered on rank 0, which alone writes records.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -38,6 +37,7 @@ import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
 
+from artifact.analyze import telemetry
 from artifact.core.config import Preset
 from artifact.core.options import RunOptions
 from artifact.core.phases import balanced_order
@@ -403,7 +403,7 @@ def outliers(e2e: list[float]) -> int:
 
 
 def _window_metrics(
-    w: power.WindowPower, iters: int, tdp: float, with_power: bool
+    w: telemetry.WindowPower, iters: int, tdp: float, with_power: bool
 ) -> dict[str, list[float]]:
     """What the sampler saw over the timed pass: the SM clock always, power where the
     phase asked for a power window."""
@@ -448,14 +448,14 @@ def timed_pass(
     share differs by mode (sequential calls the collective first), so idle-to-idle
     timing biased V1 (docs/measurement.md, protocol item 6). A step joins its side
     streams before it returns, so their work is inside its marks."""
-    telemetry = ctx.power_backend.name != "none"
-    sampler = power.PowerSampler(ctx.power_backend, ctx.power_interval_s) if telemetry else None
+    monitor = power.PowerMonitor(ctx.power_backend, ctx.power_interval_s)
     iterations = SpanTimer(ctx.device, "e2e_ms")
     ctx.barrier()
     synchronize(ctx.device)
     if meter is not None:
         meter.begin()
-    with gc_paused(), sampler or contextlib.nullcontext():
+    with gc_paused(), monitor:
+        monitor.begin_window(what)
         iterations.begin()
         for i in range(n):
             ctx.progress(f"{what}: timed iteration {i + 1}/{n}")
@@ -463,11 +463,12 @@ def timed_pass(
             with iterations.span():
                 step()
         e2e = [ms / 1e3 for ms in iterations.end()["e2e_ms"]]  # waits for the device
+        window = monitor.end_window(what)
     seen = meter.end() if meter is not None else {}
-    if sampler is None:
+    if window is None:
         return e2e, seen
     tdp = ctx.power_backend.power_limit_w()
-    return e2e, seen | _window_metrics(power.window_power(sampler.samples()), n, tdp, with_power)
+    return e2e, seen | _window_metrics(window.power, n, tdp, with_power)
 
 
 # The sampler runs this long after an interleaved pass's last iteration, so the energy
@@ -494,17 +495,17 @@ def interleaved_timed_pass(
     `seconds` of its own, and on up to `most` rounds while some phase's round-adjusted
     median is less precise than `target_se` (relative standard error, `rounds_precise`):
     a host whose steps jitter (ZeRO-3's) gets more rounds. With telemetry the sampler covers the whole pass and each
-    phase's power and clock come from its own iterations (power.intervals_power).
+    phase's power and clock come from its own iterations (telemetry.intervals_power).
 
     Returns each phase's lists (E2E of its iteration in each round, what the sampler saw)
     and the settling numbers."""
     phases = tuple(steps)
-    telemetry = ctx.power_backend.name != "none"
-    sampler = power.PowerSampler(ctx.power_backend, ctx.power_interval_s) if telemetry else None
+    monitor = power.PowerMonitor(ctx.power_backend, ctx.power_interval_s)
     e2e: dict[str, list[float]] = {p: [] for p in phases}
     spans: dict[str, list[tuple[int, int]]] = {p: [] for p in phases}
     ctx.barrier()
-    with gc_paused(), sampler or contextlib.nullcontext():
+    with gc_paused(), monitor:
+        monitor.begin_window(what)
         settled = settle_rounds(ctx, steps, what)
         rounds = timed_iterations(ctx, settled.pop("step_s"), least, seconds)
         r = 0
@@ -519,13 +520,14 @@ def interleaved_timed_pass(
                 spans[phase].append((t0, time.time_ns()))
             r += 1
         rounds = r
-        if sampler is not None:
+        if monitor.telemetry:
             time.sleep(COUNTER_TAIL_S)
+        window = monitor.end_window(what)
     out = {p: {"e2e_ms": e2e[p]} for p in phases}
-    if sampler is not None:
-        samples, tdp = sampler.samples(), ctx.power_backend.power_limit_w()
+    if window is not None:  # each phase's power from its own iterations in the window
+        tdp = ctx.power_backend.power_limit_w()
         for p in phases:
-            w = power.intervals_power(samples, spans[p])
+            w = telemetry.intervals_power(window.samples, spans[p])
             out[p] |= _window_metrics(w, rounds, tdp, with_power)
     return out, settled
 
