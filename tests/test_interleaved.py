@@ -317,10 +317,10 @@ def test_the_profiled_pass_is_sized_by_the_timed_step(tmp_path, profiled_min_s, 
 
         return step
 
-    runner.measure_repetition(
-        ctx, config_id="c", config={}, rep=0, phases=("a", "b"), step_of=step_of,
-        units=runner.BASE_UNITS, iters=5, timed_iters=2, interleave=True,
-    )  # fmt: skip
+    settings = runner.Settings(
+        "c", {}, step_of, runner.BASE_UNITS, iters=5, timed_iters=2, interleave=True
+    )
+    runner.measure_repetition(ctx, settings, 0, ("a", "b"))
     records = {r["mode"]: r for r in ctx.store.records("fig4")}
     assert {m: r["metrics"]["profiled_iters"] for m, r in records.items()} == {
         "a": profiled,

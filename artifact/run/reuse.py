@@ -8,7 +8,8 @@ import json
 import logging
 
 from artifact.figures import spec_of
-from artifact.run.runner import ConfigPoint, RunContext, broadcast, stored_n
+from artifact.run.context import ConfigPoint, RunContext, broadcast
+from artifact.run.schedule import stored_n
 from artifact.store import atomic_write, dump_json
 
 log = logging.getLogger(__name__)

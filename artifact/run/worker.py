@@ -31,7 +31,7 @@ from artifact.figures import spec_of
 from artifact.measure import device as device_layer
 from artifact.measure import power
 from artifact.run import adaptive, emulation
-from artifact.run.runner import RunContext, StopRequested
+from artifact.run.context import RunContext, StopRequested
 from artifact.store import RunStore
 
 
