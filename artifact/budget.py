@@ -5,8 +5,8 @@ feed that no figure kept before it feeds, per planned hour. Figures are kept in 
 that worth, while the plan's time of those kept fits the budget; the others are left
 out, and `all` records each as "not run" with the reason (status/<figure>.json), which
 the report lists. Figures run in the registry's order all the same (fig10 copies fig4's
-rows, fig11 fig10's, fig8 fig6's), each priced alone, without the rows it could copy. The granularity is the figure: a budget does not
-split one figure's configurations.
+rows, fig11 fig10's, fig8 fig6's), each priced alone, without the rows it could copy.
+The granularity is the figure: a budget does not split one figure's configurations.
 """
 
 from __future__ import annotations

@@ -281,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         first = (str(e).strip().splitlines() or [""])[0][:300]
         err_console.print(
-            f"internal error: {type(e).__name__}: {first} (run again with --debug for the traceback)",
+            f"internal error: {type(e).__name__}: {first} "
+            "(run again with --debug for the traceback)",
             markup=False,
             highlight=False,
         )

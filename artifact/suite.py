@@ -3,10 +3,10 @@ verdicts and report (`nox -s all` calls it).
 
 The plan's summary comes first; each figure runs in its own `python -m artifact run`
 process, so one that fails leaves the others running; a figure drawn from another's
-records (fig5) runs nothing. Exit 1 where any figure or stage failed, naming the failed figures at the end; exit 2
-only where the machine cannot run it at all (artifact.run.preflight). A SIGTERM or Ctrl-C
-stops the suite after the figure it interrupted has recorded what it finished (exit 130,
-with the command that resumes).
+records (fig5) runs nothing. Exit 1 where any figure or stage failed, naming the failed
+figures at the end; exit 2 only where the machine cannot run it at all
+(artifact.run.preflight). A SIGTERM or Ctrl-C stops the suite after the figure it
+interrupted has recorded what it finished (exit 130, with the command that resumes).
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@ repetition's standard deviation, linearised as for its CI), it needs
 
 repetitions: the CI half-width t(0.975, 4) x s / sqrt(N) is then at most a quarter of
 the tolerance. The configuration runs the largest N of its quantities, at least 5 and
-at most the run's maximum (the preset's, or --reps). Its reported CI is at least Stein's interval, estimate
-+- t(0.975, 4) x s / sqrt(N), widened to the usual one (artifact.analyze.metrics) where
-that reaches further (stein_interval). For normal repetitions Stein's interval covers
-exactly 95 % whatever N the pilot picked (the mean of N is independent of the pilot's
-spread); the usual interval alone would not: it is narrow exactly where the pilot's
-spread came out low and stopped the run early.
+at most the run's maximum (the preset's, or --reps). Its reported CI is at least
+Stein's interval, estimate +- t(0.975, 4) x s / sqrt(N), widened to the usual one
+(artifact.analyze.metrics) where that reaches further (stein_interval). For normal
+repetitions Stein's interval covers exactly 95 % whatever N the pilot picked (the mean
+of N is independent of the pilot's spread); the usual interval alone would not: it is
+narrow exactly where the pilot's spread came out low and stopped the run early.
 
 Why not look again after each repetition: every such rule we simulated (stop once the
 CI is narrow, or once the verdict is settled: the CI wholly inside or outside the band)

@@ -17,7 +17,8 @@ from artifact.estimate.model import Row
 
 METHOD = (
     "repetitions by the stopping rule (docs/measurement.md, 'Adaptive repetitions'; what "
-    "`run --adaptive` runs, priced before its pilot): each configuration's N = the largest of its quantities' "
+    "`run --adaptive` runs, priced before its pilot): each configuration's N = the largest "
+    "of its quantities' "
     "Stein sizes, ceil((t(0.975, 4) x s / (tolerance / 4))^2), 5 to the preset's {reps} "
     "(a claim's tolerance: the smallest of the numbers over its metric), "
     "s from the n = 5 CI half-widths one H200 measured ({run}) for the same parallelism, "

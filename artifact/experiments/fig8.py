@@ -224,8 +224,9 @@ def run_configs(
     preset's, for the timed pass too) and `timed_s` its least seconds (default: the
     preset's); `numbered` this list's place in the figure's configurations
     (runner.pending); `prepare(point)` settles a configuration's run-time settings before it
-    is measured (contention's twins). The A/A repeat of the overlap phase runs where the figure derives
-    the noise floor, or a figure that copies its records does (figures.runs_aa_repeat).
+    is measured (contention's twins). The A/A repeat of the overlap phase runs where the
+    figure derives the noise floor, or a figure that copies its records does
+    (figures.runs_aa_repeat).
     A configuration already measured for the figure this one reuses (fig8: fig6's) is
     copied, not measured again (artifact.run.reuse). (Over 60 lines: most of it is the
     configuration's Settings, one argument a line.)

@@ -82,8 +82,11 @@ def _alone(records: list[dict[str, Any]]) -> bool:
 
 
 def decide(
-    records: list[dict[str, Any]], figure: str, max_reps: int, items: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:  # fmt: skip
+    records: list[dict[str, Any]],
+    figure: str,
+    max_reps: int,
+    items: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The decision stopping.json holds: n, max, why, pilot {quantity: [half-width,
     tolerance]}, modes {quantity: [mode, ...]} (where summarize applies Stein's floor)
     and the rule. `records`: the pilot's (repetitions 0-4); `items`: expected/'s."""

@@ -17,8 +17,8 @@ log = logging.getLogger(__name__)
 
 def reuse(ctx: RunContext, point: ConfigPoint, phases: tuple[str, ...]) -> bool:
     """Whether `point` was measured already for the figure this one reuses: every phase
-    of every repetition on disk there, with the same settings. Rank 0 then copies those records here, each marked
-    `reused_from` and noted, and nothing is measured again."""
+    of every repetition on disk there, with the same settings. Rank 0 then copies those
+    records here, each marked `reused_from` and noted, and nothing is measured again."""
     source = spec_of(ctx.figure).reuses
     found = ctx.is_writer and source is not None and _reusable(ctx, source, point, phases)
     if not broadcast(found):

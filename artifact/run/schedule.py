@@ -60,7 +60,9 @@ def adaptive_todo(ctx: RunContext, config_id: str, phases: tuple[str, ...]) -> I
     return _missing(ctx, config_id, phases, range(ctx.decided))
 
 
-def _pilot_then_rest(ctx, config_id: str, phases: tuple[str, ...], pilot: list[int]) -> Iterator[int]:  # fmt: skip
+def _pilot_then_rest(
+    ctx, config_id: str, phases: tuple[str, ...], pilot: list[int]
+) -> Iterator[int]:
     yield from pilot
     n = decide(ctx, config_id)
     yield from _missing(ctx, config_id, phases, range(adaptive.PILOT, n))

@@ -3,8 +3,9 @@ claimed (one writer: its lock; plan.json reconciled and recorded; room for the p
 disk estimate), the ranks started, and how they ended written to status/.
 
 The CLI builds one `RunRequest` from the flags (artifact.run.request: every input checked
-before anything is written), calls `claim`, then `launch_and_record`, and prints what they return; this
-module prints nothing: the lines it has for the user go through the `say` and `warn`
+before anything is written), calls `claim`, then `launch_and_record`, and prints what
+they return; this module prints nothing: the lines it has for the user go through the
+`say` and `warn`
 callables the CLI hands it (its consoles' print).
 """
 

@@ -204,8 +204,9 @@ def interleaved_timed_pass(
     at least one round), then run until each phase has at least `least` iterations and
     `seconds` of its own, and on up to `most` rounds while some phase's round-adjusted
     median is less precise than `target_se` (relative standard error, `rounds_precise`):
-    a host whose steps jitter (ZeRO-3's) gets more rounds. With telemetry the sampler covers the whole pass and each
-    phase's power and clock come from its own iterations (telemetry.intervals_power).
+    a host whose steps jitter (ZeRO-3's) gets more rounds. With telemetry one power window
+    covers the whole pass and each phase's power and clock come from its own iterations
+    (telemetry.intervals_power).
 
     Returns each phase's lists (E2E of its iteration in each round, what the sampler saw)
     and the settling numbers."""
