@@ -5,8 +5,8 @@ feed that no figure kept before it feeds, per planned hour. Figures are kept in 
 that worth, while the plan's time of those kept fits the budget; the others are left
 out, and `all` records each as "not run" with the reason (status/<figure>.json), which
 the report lists. Figures run in the registry's order all the same (fig10 copies fig4's
-rows, fig11 fig10's, fig8 fig6's), each priced alone, without the rows it could copy. The granularity is the figure: a budget does not
-split one figure's configurations.
+rows, fig11 fig10's, fig8 fig6's), each priced alone, without the rows it could copy.
+The granularity is the figure: a budget does not split one figure's configurations.
 """
 
 from __future__ import annotations
@@ -19,6 +19,17 @@ from artifact.core.errors import ArtifactError
 
 UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600}
 FORMS = "a number with s, m or h: 90m, 6h, 1.5h"
+
+
+def flag_value(args: list[str], flag: str) -> str | None:
+    """The value after `flag` in `args` (None: absent, or last)."""
+    return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
+
+
+def passed(args: list[str], flags: tuple[str, ...]) -> list[str]:
+    """The `flag value` pairs of `flags` that `args` (run's flags) holds: what the plan
+    takes of them."""
+    return [x for k in flags if k in args for x in (k, flag_value(args, k) or "")]
 
 
 def parse(text: str) -> float:
@@ -46,7 +57,6 @@ def select(run_args: list[str], budget_s: float) -> tuple[list[str], dict[str, s
     """(figures kept, {figure left out: why}) for `all` with `run_args` on this machine."""
     from artifact import plan
     from artifact.core.units import duration
-    from artifact.suite import passed
 
     ap = argparse.ArgumentParser(add_help=False)
     plan.add_arguments(ap)

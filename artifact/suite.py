@@ -3,10 +3,10 @@ verdicts and report (`nox -s all` calls it).
 
 The plan's summary comes first; each figure runs in its own `python -m artifact run`
 process, so one that fails leaves the others running; a figure drawn from another's
-records (fig5) runs nothing. Exit 1 where any figure or stage failed, naming the failed figures at the end; exit 2
-only where the machine cannot run it at all (artifact.run.preflight). A SIGTERM or Ctrl-C
-stops the suite after the figure it interrupted has recorded what it finished (exit 130,
-with the command that resumes).
+records (fig5) runs nothing. Exit 1 where any figure or stage failed, naming the failed
+figures at the end; exit 2 only where the machine cannot run it at all
+(artifact.run.preflight). A SIGTERM or Ctrl-C stops the suite after the figure it
+interrupted has recorded what it finished (exit 130, with the command that resumes).
 """
 
 from __future__ import annotations
@@ -20,21 +20,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from artifact.budget import disk_left, flag_value, passed, select
+from artifact.command import invocation
 from artifact.core.config import default_preset
 from artifact.core.errors import Terminated, interrupted_by
 from artifact.figures import REGISTRY, own_records
 from artifact.run import preflight, procs
 from artifact.run.progress import FIGURE_ENV
-
-
-def _value(args: list[str], flag: str) -> str | None:
-    return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
-
-
-def passed(args: list[str], flags: tuple[str, ...]) -> list[str]:
-    """The `flag value` pairs of `flags` that `args` (run's flags) holds: what the plan
-    takes of them."""
-    return [x for k in flags if k in args for x in (k, _value(args, k) or "")]
 
 
 def _has_gpu() -> bool:
@@ -78,10 +70,10 @@ def run_all(
 
     args = list(args)
     if "--out" not in args:
-        preset = _value(args, "--preset") or default_preset(_has_gpu())
+        preset = flag_value(args, "--preset") or default_preset(_has_gpu())
         args += ["--out", str(default_out_dir(preset))]
-    out = _value(args, "--out")
-    nodes = int(_value(args, "--nnodes") or 1)  # several: the nodes share it, as `run`'s do
+    out = flag_value(args, "--out")
+    nodes = int(flag_value(args, "--nnodes") or 1)  # several: the nodes share it, as `run`'s do
     if Path(out).is_dir() and nodes == 1:  # first, a folder another run writes: refused
         procs.FolderLock(Path(out)).check()
     if (rc := preflight.main(args)) != 0:
@@ -105,8 +97,6 @@ def run_all(
             RunStore(Path(out)).write_status(fig, "not run", why)
         return _figures_then_stages(args, out, left, artifact, say)
     except (Interrupted, Terminated, KeyboardInterrupt) as e:  # between stages too
-        from artifact.cli import invocation  # the CLI that called this, loaded already
-
         if isinstance(e, Interrupted):
             stopped = f"by {e.why} during {e.stage} {e.figure}".rstrip()
         else:
@@ -124,8 +114,6 @@ def _left_out(args: list[str], budget_s: float | None) -> dict[str, str]:
     """{figure: why} of the figures a --budget leaves out (none without one)."""
     if budget_s is None:
         return {}
-    from artifact.budget import select
-
     return select(args, budget_s)[1]
 
 
@@ -133,15 +121,14 @@ def claim(args: list[str], out: Path, figures: set[str]):
     """Before the first stage: room for what the plan writes, the folder and its lock,
     and a rendezvous that answers. Raises ArtifactError (one line, exit 2); returns the
     lock (None for several nodes, which share the folder), held until `all` ends."""
-    from artifact.budget import disk_left
     from artifact.store import check_space, ensure_writable
 
-    if endpoint := _value(args, "--rdzv-endpoint"):
+    if endpoint := flag_value(args, "--rdzv-endpoint"):
         from artifact.run.launch import DEFAULT_RDZV_TIMEOUT_S, check_rendezvous
 
-        bound = _value(args, "--rdzv-timeout-s")
+        bound = flag_value(args, "--rdzv-timeout-s")
         check_rendezvous(endpoint, float(bound) if bound else DEFAULT_RDZV_TIMEOUT_S)
-    nodes = int(_value(args, "--nnodes") or 1)
+    nodes = int(flag_value(args, "--nnodes") or 1)
     plan_argv = passed(args, ("--preset", "--gpus", "--emulate-world"))
     check_space(out, disk_left(plan_argv, out, figures), "every figure")
     ensure_writable(out)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from artifact.analyze import telemetry
 from artifact.core.phases import williams_rows
 from artifact.measure import power
 from artifact.run import runner
@@ -153,7 +154,7 @@ def test_each_phase_is_priced_by_its_own_iterations():
         for i, w in enumerate((300.0, 600.0))
     }
     for watts, intervals in spans.items():
-        got = power.intervals_power(samples, intervals)
+        got = telemetry.intervals_power(samples, intervals)
         assert got.mean_w == pytest.approx(watts, rel=0.05)
         assert got.peak_w == watts and got.seconds == pytest.approx(
             6 * step + step * (watts == 600)
@@ -164,7 +165,7 @@ def test_each_phase_is_priced_by_its_own_iterations():
             e[np.searchsorted(t, b, "right") - 1] - e[np.searchsorted(t, a, "right") - 1]
             for a, b in spans[300.0]
         )
-        / power.intervals_power(samples, spans[300.0]).seconds
+        / telemetry.intervals_power(samples, spans[300.0]).seconds
     )
     assert abs(naive / 300.0 - 1) > 0.15
 
@@ -316,10 +317,10 @@ def test_the_profiled_pass_is_sized_by_the_timed_step(tmp_path, profiled_min_s, 
 
         return step
 
-    runner.measure_repetition(
-        ctx, config_id="c", config={}, rep=0, phases=("a", "b"), step_of=step_of,
-        units=runner.BASE_UNITS, iters=5, timed_iters=2, interleave=True,
-    )  # fmt: skip
+    settings = runner.Settings(
+        "c", {}, step_of, runner.BASE_UNITS, iters=5, timed_iters=2, interleave=True
+    )
+    runner.measure_repetition(ctx, settings, 0, ("a", "b"))
     records = {r["mode"]: r for r in ctx.store.records("fig4")}
     assert {m: r["metrics"]["profiled_iters"] for m, r in records.items()} == {
         "a": profiled,

@@ -14,7 +14,7 @@ from rich.console import Console
 from artifact import cli
 from artifact.core.errors import ArtifactError
 from artifact.report.runtime import figure_time
-from artifact.run import progress, runner
+from artifact.run import context, progress, runner
 from artifact.run.runner import RunContext
 from tests.conftest import ROOT, cpu_context, run_cli
 
@@ -40,15 +40,8 @@ def test_a_real_measurement_loop_writes_config_rep_and_phase_k_of_n(tmp_path):
     for (config_id, config, _), todo in runner.pending(ctx, points, ("overlap", "sequential")):
         assert todo == [0, 1]  # nothing on disk yet
         for rep in todo:
-            runner.measure_repetition(
-                ctx,
-                config_id=config_id,
-                config=config,
-                rep=rep,
-                phases=("overlap", "sequential"),
-                step_of=step_of,
-                units=runner.BASE_UNITS,
-            )
+            settings = runner.Settings(config_id, config, step_of, runner.BASE_UNITS)
+            runner.measure_repetition(ctx, settings, rep, ("overlap", "sequential"))
     # 8 phases, each stepped once settling, once timed and once profiled
     assert len(seen) == 24
     state = progress.State("fig8", reps=2, started=0.0, figure_of=(4, 9))
@@ -139,7 +132,7 @@ def test_a_plain_text_beacon_and_a_missing_one(tmp_path):
 def test_the_same_step_is_written_at_most_every_few_seconds_a_new_one_at_once(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(runner, "PROGRESS_EVERY_S", 1e9)  # no clock in the test
+    monkeypatch.setattr(context, "PROGRESS_EVERY_S", 1e9)  # no clock in the test
     ctx = cpu_context(tmp_path, "fig8", reps=1)
     path = tmp_path / "logs" / "fig8.progress"
     ctx.progress("cfg-overlap: timed iteration 1/50")

@@ -10,12 +10,12 @@ repetition's standard deviation, linearised as for its CI), it needs
 
 repetitions: the CI half-width t(0.975, 4) x s / sqrt(N) is then at most a quarter of
 the tolerance. The configuration runs the largest N of its quantities, at least 5 and
-at most the run's maximum (the preset's, or --reps). Its reported CI is at least Stein's interval, estimate
-+- t(0.975, 4) x s / sqrt(N), widened to the usual one (artifact.analyze.metrics) where
-that reaches further (stein_interval). For normal repetitions Stein's interval covers
-exactly 95 % whatever N the pilot picked (the mean of N is independent of the pilot's
-spread); the usual interval alone would not: it is narrow exactly where the pilot's
-spread came out low and stopped the run early.
+at most the run's maximum (the preset's, or --reps). Its reported CI is at least
+Stein's interval, estimate +- t(0.975, 4) x s / sqrt(N), widened to the usual one
+(artifact.analyze.metrics) where that reaches further (stein_interval). For normal
+repetitions Stein's interval covers exactly 95 % whatever N the pilot picked (the mean
+of N is independent of the pilot's spread); the usual interval alone would not: it is
+narrow exactly where the pilot's spread came out low and stopped the run early.
 
 Why not look again after each repetition: every such rule we simulated (stop once the
 CI is narrow, or once the verdict is settled: the CI wholly inside or outside the band)
@@ -29,6 +29,7 @@ Pure numpy/scipy, vectorised, so the simulation decides 2,000 trials at once.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -36,6 +37,20 @@ from scipy import stats
 MIN_REPETITIONS = 5  # = artifact.judge.verdicts.MIN_REPETITIONS (a test checks they agree)
 NARROW_FRACTION = 0.25  # the CI half-width aimed at, as a fraction of the item's tolerance
 T_PILOT = float(stats.t.ppf(0.975, MIN_REPETITIONS - 1))  # Stein's quantile: the pilot's
+# why a configuration of one rank stops at the pilot (the plan prices it, the run decides it)
+ALONE = "world size 1: no data moves, so no item of expected/ is judged from it"
+
+
+def item_tolerance(item: dict[str, Any], items: list[dict[str, Any]]) -> float | None:
+    """A number's tolerance; a claim has none, so it takes the smallest tolerance of the
+    numbers over its metric (Eq. 1: 0.05), None where no number has that metric."""
+    if item["section"] == "numbers":
+        return float(item["tolerance"])
+    metric = item.get("metric")
+    same = [
+        float(i["tolerance"]) for i in items if i["section"] == "numbers" and i["metric"] == metric
+    ]
+    return min(same) if same else None
 
 
 def spread_of(half_width, n: int = MIN_REPETITIONS):

@@ -66,8 +66,8 @@ class MicrobenchConfig:
     comm_bytes: int  # all-reduce payload per rank (paper: 1 GiB)
     matmuls_per_iter: int  # compute work per iteration; comm repeats are calibrated to span it
     # profiled iterations a pass (0: the preset's iters_per_rep). Eq. 1 and V1 read the
-    # profiled compute: on one H200 three 13 ms iterations left V1 of the no-kernel row at
-    # +-8 points (results/h200x1/session8), and ten more cost about 0.1 s a phase
+    # profiled compute: three short iterations left V1 of the no-kernel row wide
+    # (docs/history.md), and ten more cost about 0.1 s a phase
     profiled_iters: int = 10
 
 
@@ -140,8 +140,8 @@ class Preset:
     # training's half-precision configurations time at least this many interleaved rounds
     # (0: timed_min_iters); FP32/TF32 ones fp32_timed_iters. Half-precision ones go on, up
     # to timed_rounds_max, while a phase's median is less precise than timed_rounds_se
-    # (relative standard error): ZeRO-3's steps jitter by 5-60 ms on one H200 at random
-    # (results/h200x1/session9), the pipeline's and FP32's do not
+    # (relative standard error): ZeRO-3's steps jitter at random by tens of ms
+    # (docs/history.md), the pipeline's and FP32's do not
     timed_rounds: int = 0
     timed_rounds_max: int = 0
     timed_rounds_se: float = 0.005
@@ -163,9 +163,8 @@ class Preset:
     microbench: MicrobenchConfig = field(
         default_factory=lambda: MicrobenchConfig(8192, "bf16", 1 << 30, 8)
     )
-    # Sizes measured on one H200 (benchmarks/contention_probe.py): an 8192^3 GEMM takes
-    # 1.43 ms in bf16, 1.49 fp16, 2.73 tf32, 21.7 fp32; an add of 2^28 bf16 0.38 ms. The
-    # units give each kind about 11 ms (fp32: one GEMM, 22 ms).
+    # Sizes from the kinds' measured times (benchmarks/contention_probe.py; docs/history.md):
+    # the units give each kind about 11 ms (fp32: one GEMM, 22 ms).
     contention: ContentionConfig = field(
         default_factory=lambda: ContentionConfig(
             comm_bytes=tuple(m * MIB for m in (1, 16, 256, 1024, 4096)),

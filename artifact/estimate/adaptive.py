@@ -14,11 +14,11 @@ from artifact.analyze import stopping
 from artifact.core.config import Preset
 from artifact.estimate import reference as ref
 from artifact.estimate.model import Row
-from artifact.run.adaptive import ALONE
 
 METHOD = (
     "repetitions by the stopping rule (docs/measurement.md, 'Adaptive repetitions'; what "
-    "`run --adaptive` runs, priced before its pilot): each configuration's N = the largest of its quantities' "
+    "`run --adaptive` runs, priced before its pilot): each configuration's N = the largest "
+    "of its quantities' "
     "Stein sizes, ceil((t(0.975, 4) x s / (tolerance / 4))^2), 5 to the preset's {reps} "
     "(a claim's tolerance: the smallest of the numbers over its metric), "
     "s from the n = 5 CI half-widths one H200 measured ({run}) for the same parallelism, "
@@ -33,23 +33,13 @@ def method_text(preset: Preset) -> str:
     return METHOD.format(reps=preset.reps, run=ref.source("pilot_half_width"))
 
 
-def _tolerance(item: dict[str, Any], items: list[dict[str, Any]]) -> float | None:
-    """A number's tolerance; a claim has none, so it takes the smallest tolerance of the
-    numbers over its metric (Eq. 1: 0.05), None where no number has that metric."""
-    if item["section"] == "numbers":
-        return float(item["tolerance"])
-    metric = item.get("metric")
-    same = [float(i["tolerance"]) for i in items if i["section"] == "numbers" and i["metric"] == metric]  # fmt: skip
-    return min(same) if same else None
-
-
 def expected_reps(row: Row, items: list[dict[str, Any]], max_reps: int) -> tuple[int, str]:
     """(N, why) for one configuration: the smallest tolerance per metric of the items it
     feeds, against the pilot half-width of its parallelism/precision/metric."""
     pilots = ref.values("pilot_half_width")
     pilot: dict[str, tuple[float, float]] = {}
     for item in items:
-        tol = _tolerance(item, items) if item["id"] in row.feeds else None
+        tol = stopping.item_tolerance(item, items) if item["id"] in row.feeds else None
         if tol is None:
             continue
         hw = pilots.get(f"{row.parallelism}/{row.precision}/{item['metric']}")
@@ -71,7 +61,7 @@ def apply(
             out.append(r)
             continue
         if r.gpus == 1:  # nothing moves (an emulated row has W): no item is judged from it
-            n, why = stopping.MIN_REPETITIONS, ALONE
+            n, why = stopping.MIN_REPETITIONS, stopping.ALONE
         elif r.feeds:
             n, why = expected_reps(r, items, preset.reps)
         else:  # drawn in a figure, judged by no item: nothing to wait for

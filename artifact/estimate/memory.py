@@ -4,38 +4,8 @@ Used before a configuration is built (artifact.run.capability) so that one that 
 is recorded "not run" instead of dying in the middle of a figure. An estimate, not a
 measurement: every record also carries the measured peak (`peak_memory_gib`).
 
-Model states: ZeRO-3 shards parameters, gradients and Adam states over the ranks. Counted
-(benchmarks/zero3_memory.py: DeepSpeed 0.19 on a CPU, rank 0 of 4 and of 16, every
-allocation and free): 16 bytes a parameter in half precision (2 parameter + 2 gradient + 4 FP32 master
-+ 8 Adam), 20 in FP32 (by DeepSpeed's source: 4 parameter, also the master copy, 4
-gradient, 8 Adam and 4 the optimizer's FP32 gradient buffer), plus one gradient bucket of
-reduce_bucket_size elements in the parameters' dtype. On one H200 at world size 1 these
-and the activations below leave 0.15 (FP16) and 0.21 GiB (FP32) of the measured peak.
-FSDP2 (artifact.workloads.fsdp2) shards 16 bytes (4 FP32 parameter + 4 FP32 gradient + 8
-Adam; its half-precision copies exist only while a unit is gathered). At W > 1 ZeRO-3 also keeps gathered, into the
-backward pass, the parameters it will reuse soon (gathered_params; counted on the CPU:
-every one of a small model's; for GPT-3 1.3B the rule gives the head and the last 9
-blocks, and session 12's one H200 peak at W = 4 agrees within 1 %). A pipeline stage keeps its own
-layers whole; torch's AdamW on Megatron's Float16Module keeps states in the parameters'
-dtype (half: 2 + 2 + 4 = 8 bytes; FP32: 16).
-
-Activations. FSDP rows run artifact.workloads.models.DecoderLM, whose step was counted
-tensor by tensor (benchmarks/activation_count.py: its forward, loss and backward on the
-meta device with the GPU's attention and RMSNorm kernels). A block keeps, in 16-bit bytes
-per s*b*h: attention 10 (the QKV input 2, Q, K and V 6, the attention output 2; LLaMA's
-rotated Q and K 4 more), the two norms' inputs 4, the MLP's input 2 and 4*f/h (GPT: the
-GELU's input and output) or 8*f/h (SwiGLU: gate, up, SiLU and their product); FP32
-doubles it. At the loss's backward each logit holds 12 bytes (the FP32 log-softmax, its
-gradient and the input's gradient), every block's activations still kept. With
-recomputation each block keeps its input only, and the loss's peak and one block's
-recomputation (with its backward's gradients) come one after the other.
-
-Pipeline rows run Megatron-core's layers: Korthikanti et al. 2022 ("Reducing activation
-recomputation in large transformer models", no tensor parallelism), in 16-bit bytes:
-    s*b*h*(15 + MLP) + 5*a*s*s*b   (the last term only where attention is materialised)
-with MLP = 3 + 4*f/h for GPT's two-matrix MLP and 2 + 8*f/h for LLaMA's SwiGLU. FP32
-doubles every activation. The logits add b*s*V*(act + 4 + 4) bytes (the FP32 copy for
-the loss and its gradient).
+How each term is counted (model states, activations, the pipeline's and the logits'), and
+what the counts were checked against: docs/measurement.md, "The memory estimate".
 """
 
 from __future__ import annotations
@@ -45,19 +15,16 @@ from dataclasses import replace
 from artifact.core.config import ModelConfig
 from artifact.core.units import GIB  # noqa: F401  (memory.GIB: the experiments use it)
 
-# cuBLAS workspaces, NCCL buffers, allocator fragmentation (on one H200 at world size 1,
-# 0.15 to 0.21 GiB beyond every other term: the rest is room for NCCL's buffers at W > 1)
+# cuBLAS workspaces, NCCL buffers, allocator fragmentation (measured at world size 1 well
+# under this, docs/history.md: the rest is room for NCCL's buffers at W > 1)
 RUNTIME_OVERHEAD = 1.0 * GIB
 # ZeRO-3's settings (artifact.workloads.fsdp_deepspeed.deepspeed_config), in elements
 DEEPSPEED_REDUCE_BUCKET = int(5e8)  # reduce_bucket_size
 DEEPSPEED_MAX_LIVE = int(1e9)  # stage3_max_live_parameters
 DEEPSPEED_MAX_REUSE = int(1e9)  # stage3_max_reuse_distance
 # A configuration fits where its estimate plus this share of it fits the memory: room for
-# the estimate's error (rank 0 of 4 on one H200, paper preset: 32 peaks x1.00 to x1.05 of
-# it) and PyTorch's caching allocator's fragmentation (the one estimated at 134.2 GiB, 4 %
-# below the H200's 139.8, ran out of memory with 10.2 GiB reserved but unusable; every one
-# up to 114.2 GiB, 22 % below, ran). A choice inside the 4 to 22 % that table allows
-# (results/h200x1/session17/emulated_memory.json), not a measured value.
+# the estimate's error and PyTorch's caching allocator's fragmentation. A choice inside
+# the 4 to 22 % the measured peaks allow (docs/history.md), not a measured value.
 FIT_MARGIN = 0.10
 
 
@@ -179,7 +146,8 @@ def pipeline_bytes(
     materialised_attention: bool = True,
     recompute: bool = False,
 ) -> float:
-    """The heaviest stage of a Megatron-core 1F1B pipeline (the first: most micro-batches in flight)."""
+    """The heaviest stage of a Megatron-core 1F1B pipeline (the first: most micro-batches
+    in flight)."""
     per_param = 16 if precision in ("fp32", "tf32") else 8
     states = per_param * total_params(m) / stages
     layers = -(-m.layers // stages)

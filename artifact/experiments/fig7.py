@@ -5,7 +5,8 @@ one profiled window in which the phases run in blocks (overlap, compute alone,
 communication alone, sequential), each block several times longer than the telemetry's
 refresh interval, while the sampler polls. Every sample is labelled with the kernel
 timeline's state over the interval it stands for (overlap / compute_only / comm_only /
-idle; power.label_samples), and the energy counter gives each block's mean power.
+idle; artifact.analyze.telemetry.label_samples), and each block's power window gives its
+mean power from the energy counter (measure.power.PowerMonitor).
 
 Per repetition: mean instant power per state and counter mean per block, as % of TDP.
 Repetition 0's labelled series goes to OUT/traces/fig7/<config>-power.csv (time
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from torch.profiler import profile
 
+from artifact.analyze import telemetry
 from artifact.core.phases import FIG7_BLOCKS as BLOCKS
 from artifact.core.phases import FIG7_MIN_BLOCK_S as MIN_BLOCK_S
 from artifact.experiments import fig6, fig8
@@ -41,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 def _units() -> dict[str, str]:
-    u = {f"power_{s}_pct_tdp": "%" for s in power.STATES}
+    u = {f"power_{s}_pct_tdp": "%" for s in telemetry.STATES}
     u |= {f"block_{b}_pct_tdp": "%" for b in BLOCKS}
     u |= {"samples": "count", "power_resolution_ms": "ms", "window_s": "s"}
     u |= {"block_refreshes": "count"}
@@ -49,46 +51,50 @@ def _units() -> dict[str, str]:
 
 
 def _trace_window(ctx: RunContext, bench: Microbench, block_s: float):
-    """Run the blocks under the profiler and the sampler; (kernel table, samples, block spans)."""
-    spans = {}
+    """Run the blocks under the profiler, in a power window that holds one window a
+    block; (kernel table, the trace's base, the whole window, each block's window)."""
+    monitor = power.PowerMonitor(ctx.power_backend, ctx.power_interval_s)
+    blocks = {}
     with tempfile.TemporaryDirectory() as tmp:
-        with (
-            profile(activities=profiler_activities(ctx.device)) as prof,
-            power.PowerSampler(ctx.power_backend, ctx.power_interval_s) as sampler,
-        ):
+        with profile(activities=profiler_activities(ctx.device)) as prof, monitor:
+            monitor.begin_window("trace")
             i = 0
             for block in BLOCKS:
                 ctx.barrier()
-                t0 = time.time_ns()
+                monitor.begin_window(block)
                 t_end = time.perf_counter() + block_s
                 while time.perf_counter() < t_end:
                     with kernels.iteration_marker(i):
                         bench.run_phase(block)
                     i += 1
                 synchronize(ctx.device)
-                spans[block] = (t0, time.time_ns())
+                blocks[block] = monitor.end_window(block)
+            whole = monitor.end_window("trace")
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
         trace = kernels.load_trace(path)
-    return kernels.kernel_table(trace), power.trace_base_ns(trace), sampler.samples(), spans
+    return kernels.kernel_table(trace), telemetry.trace_base_ns(trace), whole, blocks
 
 
-def _window_metrics(samples, table, base_ns, spans, comm, tdp: float):
+def _window_metrics(whole, table, base_ns, blocks, comm, tdp: float):
     """One window's metrics (% of TDP per kernel state and per block), and its samples'
     power and state labels."""
-    resolution = power.effective_resolution_s(samples, "power_instant_w")
-    labels = power.label_samples(samples, table, base_ns, comm, lookback_s=resolution)
+    samples = whole.samples
+    resolution = telemetry.effective_resolution_s(samples, "power_instant_w")
+    labels = telemetry.label_samples(samples, table, base_ns, comm, lookback_s=resolution)
     inst = samples["power_instant_w"].fillna(samples["power_w"])
-    m = {f"power_{s}_pct_tdp": [100 * float(inst[labels == s].mean()) / tdp] for s in power.STATES}
-    for block, (t0, t1) in spans.items():
-        sel = samples[(samples["t_ns"] >= t0) & (samples["t_ns"] <= t1)]
-        m[f"block_{block}_pct_tdp"] = [100 * power.window_power(sel).mean_w / tdp]
+    m = {
+        f"power_{s}_pct_tdp": [100 * float(inst[labels == s].mean()) / tdp]
+        for s in telemetry.STATES
+    }
+    for block, window in blocks.items():
+        m[f"block_{block}_pct_tdp"] = [100 * window.power.mean_w / tdp]
     m["samples"] = [float(len(samples))]
     m["power_resolution_ms"] = [resolution * 1e3]
     # how many refreshes of the energy counter a block spans: the block means are
     # judged only where they resolve the blocks (expected/fig7.yaml)
-    energy_s = power.effective_resolution_s(samples, "energy_j")
-    block_s = min(t1 - t0 for t0, t1 in spans.values()) / 1e9
+    energy_s = telemetry.effective_resolution_s(samples, "energy_j")
+    block_s = min(w.end_ns - w.start_ns for w in blocks.values()) / 1e9
     m["block_refreshes"] = [block_s / energy_s if energy_s > 0 else float("nan")]
     m["window_s"] = [(samples["t_ns"].iloc[-1] - samples["t_ns"].iloc[0]) / 1e9]
     return m, inst, labels
@@ -120,11 +126,11 @@ def run(ctx: RunContext) -> None:
         for rep in todo:
             stop_requested(ctx)
             ctx.progress(f"{config_id}: power trace", **ctx.rep_fields(rep))
-            table, base_ns, samples, spans = _trace_window(ctx, bench, block_s)
-            m, inst, labels = _window_metrics(samples, table, base_ns, spans, comm, tdp)
+            table, base_ns, whole, blocks = _trace_window(ctx, bench, block_s)
+            m, inst, labels = _window_metrics(whole, table, base_ns, blocks, comm, tdp)
             metrics, per_rank, _ = reduce_ranks(m)
             if rep == 0 and ctx.rank == 0 and ctx.traces_dir is not None:
-                _keep_series(ctx, config_id, samples, inst, labels, tdp)
+                _keep_series(ctx, config_id, whole.samples, inst, labels, tdp)
             if ctx.is_writer:
                 ctx.store.write_record(
                     figure=ctx.figure,

@@ -38,6 +38,7 @@ from artifact.run.runner import (
     POWER_UNITS,
     ConfigPoint,
     RunContext,
+    Settings,
     check_gpu_alone,
     log_repetition,
     measure_repetition,
@@ -201,10 +202,12 @@ def run_configs(
     preset's, for the timed pass too) and `timed_s` its least seconds (default: the
     preset's); `numbered` this list's place in the figure's configurations
     (runner.pending); `prepare(point)` settles a configuration's run-time settings before it
-    is measured (contention's twins). The A/A repeat of the overlap phase runs where the figure derives
-    the noise floor, or a figure that copies its records does (figures.runs_aa_repeat).
+    is measured (contention's twins). The A/A repeat of the overlap phase runs where the
+    figure derives the noise floor, or a figure that copies its records does
+    (figures.runs_aa_repeat).
     A configuration already measured for the figure this one reuses (fig8: fig6's) is
-    copied, not measured again (artifact.run.reuse).
+    copied, not measured again (artifact.run.reuse). (Over 60 lines: most of it is the
+    configuration's Settings, one argument a line.)
     """
 
     def phases_of(point: ConfigPoint) -> tuple[str, ...]:
@@ -226,29 +229,27 @@ def run_configs(
         config = {**config, "comm_repeats": count}
         comm_role = ("memory",) if spec.comm == "copy" else ("communication",)
         log.info("%s: collective repeated %d times to span the compute", config_id, count)
+        settings = Settings(
+            config_id=config_id,
+            config=config,
+            step_of=lambda phase, bench=bench: functools.partial(
+                bench.run_phase, BENCH_PHASE.get(phase, phase)
+            ),
+            units=UNITS,
+            comm=comm_role,
+            finish=lambda phase, m, spec=spec, count=count: _phase_metrics(
+                m, phase, spec, count, ctx.world_size
+            ),
+            extra={"power": _power_info(ctx)},
+            power_window_s=power_window_of(config) if power_window_of else None,
+            iters=iters or ctx.preset.microbench.profiled_iters or None,
+            timed_iters=iters,
+            timed_s=timed_s,
+            meter=bench.compute_timer,
+        )
         for rep in todo:
             stop_requested(ctx)
-            results = measure_repetition(
-                ctx,
-                config_id=config_id,
-                config=config,
-                rep=rep,
-                phases=balanced_order(phases, rep),
-                step_of=lambda phase, bench=bench: functools.partial(
-                    bench.run_phase, BENCH_PHASE.get(phase, phase)
-                ),
-                units=UNITS,
-                comm=comm_role,
-                finish=lambda phase, m, spec=spec, count=count: _phase_metrics(
-                    m, phase, spec, count, ctx.world_size
-                ),
-                extra={"power": _power_info(ctx)},
-                power_window_s=power_window_of(config) if power_window_of else None,
-                iters=iters or ctx.preset.microbench.profiled_iters or None,
-                timed_iters=iters,
-                timed_s=timed_s,
-                meter=bench.compute_timer,
-            )
+            results = measure_repetition(ctx, settings, rep, balanced_order(phases, rep))
             log_repetition(ctx, config_id, rep, results)
         bench.close()
         check_gpu_alone(ctx)

@@ -49,6 +49,7 @@ def difference(a: Mapping, b: Mapping) -> tuple[float, float, float, int]:
 
 
 def verdict_rows(summary: pd.DataFrame, configs: Mapping[str, dict]) -> list[dict]:
+    # Over 60 lines: one check row a twin, every field of verdicts.csv's row spelled out.
     out = []
     for twin_id, cfg in sorted(configs.items()):
         if not cfg.get("twin_of"):

@@ -33,9 +33,9 @@ ITER_PREFIX = "artifact.iter#"
 DELAY_MARK = "artifact.delay"  # the host range around a CPU delay (artifact.workloads.microbench)
 # the host range around nocomm's (and the zero-byte controls') filling of a collective's
 # outputs (artifact.run.modes): at W > 1 a gather's fill is an elementwise copy kernel,
-# not a memcpy, and counted as compute it made nocomm's compute about 4 % longer than
-# sequential's (session 14, one H200, rank 0 of 4), where the real or emulated collective
-# fills the same outputs as communication. Kernels launched inside it are memory.
+# not a memcpy, and counted as compute it made nocomm's compute longer than sequential's
+# (docs/history.md), where the real or emulated collective fills the same outputs as
+# communication. Kernels launched inside it are memory.
 STAND_IN_MARK = "artifact.stand_in_fill"
 # the host range around one collective's emulated traffic (--emulate-world,
 # artifact.run.emulation): the copies and the pacing kernel it launches are communication

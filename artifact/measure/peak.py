@@ -32,9 +32,9 @@ def peak_matmul_tflops(device: torch.device, precision: str, size: int | None = 
     a = torch.randn(n, n, device=device, dtype=dtype_of(precision), generator=g)
     b = torch.randn(n, n, device=device, dtype=dtype_of(precision), generator=g)
     with matmul_precision(precision):
-        # Warm up by time, and take the best of several windows: with a 1 s warm-up and one
-        # window, one H200 calibrated FP16 anywhere from 522 to 756 TFLOP/s from process to
-        # process; with these, 607-649 (results/h200x1/session6). Products run back to back,
+        # Warm up by time, and take the best of several windows: a 1 s warm-up and one
+        # window calibrated the peak far apart from process to process (docs/history.md,
+        # "Facts behind the code's settings"). Products run back to back,
         # as training keeps the GPU busy, so the peak is the one under the power cap
         # (docs/measurement.md, MFU's denominator).
         start = time.perf_counter()

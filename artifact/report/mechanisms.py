@@ -150,6 +150,7 @@ def section(
     fig_dir: Path,
     measured_on_gpu: bool,
 ) -> list[Path]:
+    # Over 60 lines: the section's prose, table and plot read in the report's order.
     doc.p(
         "On one GPU a collective moves no data, so what a real collective does to the "
         "compute beside it is taken apart here, at the paper's 1 GiB: a kernel that holds "

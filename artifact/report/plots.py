@@ -281,6 +281,7 @@ def contention_figure(
     Diverging colours centred on 0 (a speed-up is blue, not clipped), one scale per
     quantity (a row shares its colour bar). Returns the file and whether the paper's
     Fig. 8 point was in the sweep, and so boxed."""
+    # Over 60 lines: one figure's grid, colour scales, cells and legend, drawn in order.
     panels = [
         ("slowdown", "compute slowdown (Eq. 1)"),
         ("comm_slowdown", "communication slowdown"),

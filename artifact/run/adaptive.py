@@ -5,7 +5,7 @@ The pilot is the configuration's first 5 repetitions (stopping.MIN_REPETITIONS).
 records are summarised as summarize does (aggregate.summarize), and every item of
 expected/ whose `rows` select the configuration (figure, model, parallelism, precision,
 as compare.select does) gives its quantity's CI half-width at n = 5 and its tolerance
-(the smallest of its metric's numbers: estimate.adaptive._tolerance). stopping.decide
+(the smallest of its metric's numbers: stopping.item_tolerance). stopping.decide
 then fixes the repetitions, 5 to the preset's (the run's --reps) maximum. The decision is
 written to records/<figure>/<config-id>/stopping.json (RunStore.write_stopping); the loop
 (runner.pending) broadcasts it and runs it. No torch here: the tests decide from
@@ -26,17 +26,15 @@ RULE = (
     "(artifact.analyze.stopping; docs/measurement.md, 'Adaptive repetitions')"
 )
 NOT_JUDGED = "no item of expected/ is judged from it"
-ALONE = "world size 1: no data moves, so no item of expected/ is judged from it"
+ALONE = stopping.ALONE
 # A test seam: every item's tolerance replaced by this number, so a test forces a narrow
 # (large tolerance) or a noisy (tiny tolerance) decision whatever the CPU's noise.
 TOLERANCE_ENV = "ARTIFACT_STOPPING_TOLERANCE"
 
 
 def _tolerance(item: dict[str, Any], items: list[dict[str, Any]]) -> float | None:
-    from artifact.estimate.adaptive import _tolerance as of_item
-
     seam = os.environ.get(TOLERANCE_ENV)
-    return float(seam) if seam else of_item(item, items)
+    return float(seam) if seam else stopping.item_tolerance(item, items)
 
 
 def pilot_of(
@@ -84,8 +82,11 @@ def _alone(records: list[dict[str, Any]]) -> bool:
 
 
 def decide(
-    records: list[dict[str, Any]], figure: str, max_reps: int, items: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:  # fmt: skip
+    records: list[dict[str, Any]],
+    figure: str,
+    max_reps: int,
+    items: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The decision stopping.json holds: n, max, why, pilot {quantity: [half-width,
     tolerance]}, modes {quantity: [mode, ...]} (where summarize applies Stein's floor)
     and the rule. `records`: the pilot's (repetitions 0-4); `items`: expected/'s."""

@@ -16,8 +16,8 @@ fill the outputs with finite data (rank 0's own values in every peer's slot, as
 `nocomm`'s stand-in does), so an fp16 loss scale sees no overflow. On a GPU each
 collective is paced to the link's bandwidth (emulated.LINK_GBS, or `--link-gbps`); on a CPU
 the copies run plainly, in the calling thread. The flag's checks, link defaults and
-labels live in artifact.core.emulated (no torch there: the CLI checks before torch loads). Every byte is counted in `TRAFFIC`
-(the seam tests/test_emulation.py reads).
+labels live in artifact.core.emulated (no torch there: the CLI checks before torch
+loads). Every byte is counted in `TRAFFIC` (the seam tests/test_emulation.py reads).
 
 `--stand-in nccl-shaped` moves the same ring bytes with one persistent kernel of C CTAs
 a collective instead (artifact.workloads.nccl_shaped: NCCL's shape, holding C SMs for the
@@ -141,8 +141,7 @@ def _moves(kind: str, nbytes: int) -> None:
 
 # One kernel a collective where it can be (NCCL launches one): ZeRO-3 issues hundreds of
 # collectives a step and its step is host-bound, so every extra launch lengthens it
-# (session 12 on one H200: E2E +52 ms a step over the zero-byte control for 11 ms of link
-# time, with W copies an all-gather).
+# (docs/history.md, "Facts behind the code's settings").
 
 
 def _gather(out: torch.Tensor, inp: torch.Tensor, w: int) -> None:
@@ -228,8 +227,8 @@ class _Pacer:
     (torch.cuda._sleep). The copies themselves run at the memory's speed, so the pad is
     the link's time for the bytes minus the copies' own, at the rate the same kernels
     reach for that collective and dtype (timed once each: a gather's broadcast copy and a
-    reduce-scatter's sum run slower than a plain copy, and session 14's pad, calibrated on
-    a plain copy, let FP16's collectives take 13.8 ms for 10.45 ms of link time)."""
+    reduce-scatter's sum run slower than a plain copy, so a pad calibrated on a plain copy
+    let collectives overrun the link's time; docs/history.md)."""
 
     def __init__(self, device: torch.device):
         self.device = device

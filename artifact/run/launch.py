@@ -139,6 +139,7 @@ def launch(
     turns into one) stops torchrun, which stops its workers, before it propagates: no
     rank outlives its launcher's interruption.
     """
+    # Over 60 lines: the launch, its watchdog and its stop on every exit read top to bottom.
     log_path.parent.mkdir(parents=True, exist_ok=True)
     progress = log_path.with_suffix(".progress")
     progress.unlink(missing_ok=True)

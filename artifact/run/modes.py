@@ -59,7 +59,7 @@ def in_stream_order(launch: Callable[[], object], device: torch.device, stream=N
     stream order alone: the stream it runs on waits for the compute stream (the default
     stream) first, and the compute stream waits for it afterwards. The host never waits
     for the device, so the GPU does not idle while the host catches up (a device-wide
-    synchronisation here cost ZeRO-3 about 30 ms a step on one H200).
+    synchronisation here cost ZeRO-3 tens of ms a step; docs/history.md).
 
     `stream` is the side stream `launch` enqueues on, where it is not the current one
     (the copy proxy's); NCCL's own stream is ordered by the work handle's wait().

@@ -8,7 +8,8 @@ import json
 import logging
 
 from artifact.figures import spec_of
-from artifact.run.runner import ConfigPoint, RunContext, broadcast, stored_n
+from artifact.run.context import ConfigPoint, RunContext, broadcast
+from artifact.run.schedule import stored_n
 from artifact.store import atomic_write, dump_json
 
 log = logging.getLogger(__name__)
@@ -16,8 +17,8 @@ log = logging.getLogger(__name__)
 
 def reuse(ctx: RunContext, point: ConfigPoint, phases: tuple[str, ...]) -> bool:
     """Whether `point` was measured already for the figure this one reuses: every phase
-    of every repetition on disk there, with the same settings. Rank 0 then copies those records here, each marked
-    `reused_from` and noted, and nothing is measured again."""
+    of every repetition on disk there, with the same settings. Rank 0 then copies those
+    records here, each marked `reused_from` and noted, and nothing is measured again."""
     source = spec_of(ctx.figure).reuses
     found = ctx.is_writer and source is not None and _reusable(ctx, source, point, phases)
     if not broadcast(found):

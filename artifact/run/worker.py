@@ -1,4 +1,5 @@
-"""One rank of an experiment, started by torchrun (artifact.run.launch): `python -m artifact.run.worker`."""
+"""One rank of an experiment, started by torchrun (artifact.run.launch):
+`python -m artifact.run.worker`."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from artifact.figures import spec_of
 from artifact.measure import device as device_layer
 from artifact.measure import power
 from artifact.run import adaptive, emulation
-from artifact.run.runner import RunContext, StopRequested
+from artifact.run.context import RunContext, StopRequested
 from artifact.store import RunStore
 
 
@@ -189,7 +190,10 @@ def _with_stopped(store: RunStore, figure: str, details: dict, reason: str) -> s
         return reason
     details["stopped"] = {c: adaptive.shown(d) for c, d in decisions.items()}
     early = sum(d["n"] < d["max"] for d in decisions.values())
-    return f"{reason}; {early} of {len(decisions)} stopped before the maximum by the stopping rule (--adaptive)"
+    return (
+        f"{reason}; {early} of {len(decisions)} stopped before the maximum "
+        "by the stopping rule (--adaptive)"
+    )
 
 
 def colocate_env() -> dict[str, str]:

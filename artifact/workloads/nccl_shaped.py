@@ -127,6 +127,7 @@ def _interpreting() -> bool:
 
 def _kernel():
     """The Triton kernel, compiled on first use (importing Triton is slow)."""
+    # Over 60 lines: the kernel's body is one Triton function, defined where it compiles.
     global _KERNEL
     if _KERNEL is not None:
         return _KERNEL
