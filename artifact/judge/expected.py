@@ -72,6 +72,44 @@ def _need(where: str, item: dict, keys: tuple[str, ...]) -> None:
             raise ArtifactError(f"{where}: missing key '{k}' (expected keys: {', '.join(keys)})")
 
 
+def _check_item(where: str, section: str, item: dict[str, Any]) -> None:
+    """One item's values (its keys are there: _need)."""
+    if not isinstance(item["rows"], dict):
+        raise ArtifactError(
+            f"{where}: 'rows' must be a mapping like {{figure: fig4, mode: derived}}, got {item['rows']!r}"
+        )
+    if section == "numbers":
+        if item["aggregate"] not in AGGREGATES:
+            raise ArtifactError(
+                f"{where}: aggregate {item['aggregate']!r}; accepted: {', '.join(AGGREGATES)}"
+            )
+        for k in ("value", "tolerance"):
+            if not isinstance(item[k], int | float):
+                raise ArtifactError(f"{where}: '{k}' must be a number, got {item[k]!r}")
+    else:
+        if item["kind"] not in CLAIM_KINDS:
+            raise ArtifactError(
+                f"{where}: kind {item['kind']!r}; accepted: {', '.join(CLAIM_KINDS)}"
+            )
+        _need(where, item, CLAIM_KINDS[item["kind"]])
+    need = item.get("requires")
+    if need is not None and not (
+        isinstance(need, dict) and {"metric", "at_least", "why"} <= set(need)
+    ):
+        raise ArtifactError(
+            f"{where}: 'requires' must be a mapping with metric, at_least and why, got {need!r}"
+        )
+    grid = item.get("grid")
+    if grid is not None and not (
+        isinstance(grid, list) and grid and set(grid) <= set(GRID_DIMENSIONS)
+    ):
+        raise ArtifactError(
+            f"{where}: grid {grid!r}; accepted: a list of {', '.join(GRID_DIMENSIONS)}"
+        )
+    if not (item["scope"] == "any" or isinstance(item["scope"], list)):
+        raise ArtifactError(f"{where}: scope must be 'any' or a list of GPU names")
+
+
 def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
     """Every item of every expected/*.yaml (and, for expected/, of the YAML files beside
     the figures of figures.EXTRA_ENV's folder), schema-checked, with its file's figure:
@@ -98,40 +136,7 @@ def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
                 if not isinstance(item, dict):
                     raise ArtifactError(f"{where}: expected a mapping")
                 _need(where, item, keys)
-                if not isinstance(item["rows"], dict):
-                    raise ArtifactError(
-                        f"{where}: 'rows' must be a mapping like {{figure: fig4, mode: derived}}, got {item['rows']!r}"
-                    )
-                if section == "numbers":
-                    if item["aggregate"] not in AGGREGATES:
-                        raise ArtifactError(
-                            f"{where}: aggregate {item['aggregate']!r}; accepted: {', '.join(AGGREGATES)}"
-                        )
-                    for k in ("value", "tolerance"):
-                        if not isinstance(item[k], int | float):
-                            raise ArtifactError(f"{where}: '{k}' must be a number, got {item[k]!r}")
-                else:
-                    if item["kind"] not in CLAIM_KINDS:
-                        raise ArtifactError(
-                            f"{where}: kind {item['kind']!r}; accepted: {', '.join(CLAIM_KINDS)}"
-                        )
-                    _need(where, item, CLAIM_KINDS[item["kind"]])
-                need = item.get("requires")
-                if need is not None and not (
-                    isinstance(need, dict) and {"metric", "at_least", "why"} <= set(need)
-                ):
-                    raise ArtifactError(
-                        f"{where}: 'requires' must be a mapping with metric, at_least and why, got {need!r}"
-                    )
-                grid = item.get("grid")
-                if grid is not None and not (
-                    isinstance(grid, list) and grid and set(grid) <= set(GRID_DIMENSIONS)
-                ):
-                    raise ArtifactError(
-                        f"{where}: grid {grid!r}; accepted: a list of {', '.join(GRID_DIMENSIONS)}"
-                    )
-                if not (item["scope"] == "any" or isinstance(item["scope"], list)):
-                    raise ArtifactError(f"{where}: scope must be 'any' or a list of GPU names")
+                _check_item(where, section, item)
                 items.append({**item, "section": section, "file_figure": doc["figure"]})
     if not items:
         raise ArtifactError(f"no expected/*.yaml items under '{directory}'")
