@@ -70,16 +70,33 @@ def _package_version(dist: str) -> str | None:
         return None
 
 
+def nccl_loaded() -> tuple[int, ...]:
+    """The NCCL loaded in this process, asked at run time: torch.cuda.nccl.version() gives
+    the version torch was built with, which a preloaded newer libnccl does not change."""
+    import ctypes
+
+    import torch
+
+    try:
+        lib = ctypes.CDLL("libnccl.so.2")  # the one already loaded, matched by its soname
+        code = ctypes.c_int()
+        if lib.ncclGetVersion(ctypes.byref(code)) == 0:
+            v = code.value  # 2.19+: major * 10000 + minor * 100 + patch
+            return (v // 10000, v // 100 % 100, v % 100)
+    except (OSError, AttributeError):
+        pass
+    return tuple(torch.cuda.nccl.version())
+
+
 def _nccl_version() -> str | None:
     import torch
 
     if not torch.cuda.is_available():
         return None
     try:
-        v = torch.cuda.nccl.version()
+        return ".".join(str(x) for x in nccl_loaded())
     except Exception:
         return None
-    return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
 
 
 # a commit id as git writes it (abbreviated or whole), '-dirty' for uncommitted changes

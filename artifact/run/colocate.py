@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 import torch.distributed as dist
 
+from artifact import env
 from artifact.core.errors import ArtifactError
 
 MIN_NCCL = (2, 30)
@@ -39,20 +40,8 @@ _TIMEOUT = datetime.timedelta(seconds=600)
 
 
 def nccl_version() -> tuple[int, ...]:
-    """The NCCL loaded in this process, asked at run time (the seam the tests replace):
-    torch.cuda.nccl.version() gives the version torch was built with, which a preloaded
-    newer libnccl does not change."""
-    import ctypes
-
-    try:
-        lib = ctypes.CDLL("libnccl.so.2")  # the one already loaded, matched by its soname
-        code = ctypes.c_int()
-        if lib.ncclGetVersion(ctypes.byref(code)) == 0:
-            v = code.value  # 2.19+: major * 10000 + minor * 100 + patch
-            return (v // 10000, v // 100 % 100, v % 100)
-    except OSError:
-        pass
-    return tuple(torch.cuda.nccl.version())
+    """The NCCL loaded in this process (the seam the tests replace): env.nccl_loaded."""
+    return env.nccl_loaded()
 
 
 def refusal(version: tuple[int, ...] | None = None) -> str | None:
