@@ -201,3 +201,20 @@ def test_a_resumed_twin_keeps_the_pace_its_records_ran_at(tmp_path):
         path.write_text(json.dumps({"config": cfg}))
     assert _earlier_pace(ctx, "twin") == 4.25
     assert _earlier_pace(ctx, "other") is None
+
+
+@pytest.mark.parametrize("beside, verdict", [(0.20, "inconclusive"), (0.90, "fails")])
+def test_no_validation_where_co_located_nccl_did_not_run_beside_the_compute(beside, verdict):
+    """11 points apart fails the stand-in only where co-located NCCL overlapped the compute;
+    where its collective ran mostly outside the compute, nothing is compared."""
+    rows = [_row("twin", 0.300, 0.295, 0.305), _row("real", 0.190, 0.185, 0.195)]
+    for cid, frac in (("twin", 0.95), ("real", beside)):
+        rows.append(
+            {
+                **_row(cid, frac, frac - 0.02, frac + 0.02, metric="overlap_fraction"),
+                "mode": "overlap",
+            }
+        )
+    (row,) = standin.verdict_rows(pd.DataFrame(rows), CONFIGS)
+    assert row["verdict"] == verdict
+    assert ("did not run side by side" in row["reason"]) == (verdict == "inconclusive")

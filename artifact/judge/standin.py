@@ -18,6 +18,10 @@ from artifact.core.mechanisms import VALIDATION_POINTS
 from artifact.judge.verdicts import as_sentence, equivalence
 
 ITEM = "stand_in_matches_colocated_nccl"
+# Co-located NCCL is the reference only where it ran beside the compute: below this
+# overlap fraction (the collective's time inside the compute's) it mostly ran before or
+# after it (on an H100 its ranks' kernels waited for the GEMM), and there is no verdict.
+MIN_OVERLAP = 0.5
 WORDS = {"holds": "validated", "fails": "not validated", "inconclusive": "inconclusive"}
 
 
@@ -29,6 +33,16 @@ def _slowdown(summary: pd.DataFrame, config_id: str) -> dict | None:
         if not hit.empty:
             return hit.iloc[0].to_dict()
     return None
+
+
+def _overlap(summary: pd.DataFrame, config_id: str) -> dict | None:
+    """The overlap phase's overlap fraction: mean, CI, n."""
+    rows = summary[
+        (summary["config_id"] == config_id)
+        & (summary["mode"] == "overlap")
+        & (summary["metric"] == "overlap_fraction")
+    ]
+    return rows.iloc[0].to_dict() if not rows.empty else None
 
 
 def difference(a: Mapping, b: Mapping) -> tuple[float, float, float, int]:
@@ -97,6 +111,18 @@ def verdict_rows(summary: pd.DataFrame, configs: Mapping[str, dict]) -> list[dic
             continue
         d, lo, hi, n = difference(twin, real)
         verdict, why = equivalence(lo, hi, n, (-edge, edge), percent=True)
+        ran_beside = _overlap(summary, peers[0])
+        if ran_beside is not None and ran_beside["ci_high"] < MIN_OVERLAP:
+            twin_beside = _overlap(summary, twin_id) or {"mean": math.nan}
+            verdict, why = (
+                "inconclusive",
+                (
+                    f"co-located NCCL overlapped the compute for only {100 * ran_beside['mean']:.0f} % "
+                    f"of its time (95 % CI up to {100 * ran_beside['ci_high']:.0f} %; the stand-in "
+                    f"{100 * twin_beside['mean']:.0f} %), under {100 * MIN_OVERLAP:.0f} %: the two did "
+                    "not run side by side, so their slowdowns are not comparable"
+                ),
+            )
         out.append(
             base
             | {

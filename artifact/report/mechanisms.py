@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 
 from artifact.core.mechanisms import VALIDATION_POINTS  # noqa: E402
 from artifact.core.units import size  # noqa: E402
-from artifact.judge.standin import ITEM  # noqa: E402
+from artifact.judge.standin import ITEM, MIN_OVERLAP  # noqa: E402
 from artifact.report.document import Doc  # noqa: E402
 from artifact.report.plots import _save  # noqa: E402
 
@@ -161,7 +161,9 @@ def section(
         "bytes, paced to NCCL's own time a collective). Each slowdown is Eq. 1 with its 95 % "
         "CI, beside its zero-byte, zero-CTA control. The stand-in counts as validated on a "
         f"GPU model where its twin's slowdown is within {VALIDATION_POINTS:g} points of "
-        "co-located NCCL's (the whole CI of the difference)."
+        "co-located NCCL's (the whole CI of the difference), and gets no verdict where "
+        f"co-located NCCL overlapped the compute for under {100 * MIN_OVERLAP:.0f} % of its "
+        "time (then the two did not run side by side)."
     )
     if not measured_on_gpu:
         doc.p(
