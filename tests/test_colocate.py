@@ -65,6 +65,10 @@ def test_nccls_choices_are_read_from_its_log():
         "nccl_proto": "Simple",
     }
     assert colocate.parse_log("nothing", 1 << 30)["nccl_version"] is None
+    # NCCL 2.32 names them (an H100's log, two co-located ranks)
+    named = "x [0] NCCL INFO AllReduce: 1073741824 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..7}"
+    got = colocate.parse_log(named, 1 << 30)
+    assert (got["nccl_algo"], got["nccl_proto"]) == ("Ring", "Simple")
 
 
 def test_one_gpus_mechanism_axis_on_an_h100():

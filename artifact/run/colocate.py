@@ -166,7 +166,14 @@ ALGOS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "P
 PROTOS = ("LL", "LL128", "Simple")
 _VERSION = re.compile(r"NCCL version ([0-9.]+)")
 _CHANNELS = re.compile(r"(\d+) coll channels")
-_TUNING = re.compile(r"(\d+) Bytes -> Algo (\d+) proto (\d+)")
+# "... Bytes -> Algo 1 proto 2" (indices) or, as 2.32 writes it, "Algo RING proto SIMPLE"
+_TUNING = re.compile(r"(\d+) Bytes -> Algo (\w+) proto (\w+)")
+
+
+def _named(value: str, names: tuple[str, ...]) -> str:
+    if value.isdigit():
+        return names[int(value)] if int(value) < len(names) else value
+    return next((n for n in names if n.lower() == value.lower()), value)
 
 
 def parse_log(text: str, nbytes: int) -> dict:
@@ -174,13 +181,13 @@ def parse_log(text: str, nbytes: int) -> dict:
     all-reduce of `nbytes` (the last such line), from an INFO log (INIT and TUNING)."""
     version = _VERSION.search(text)
     channels = [int(c) for c in _CHANNELS.findall(text)]
-    chosen = [(int(a), int(p)) for b, a, p in _TUNING.findall(text) if int(b) == nbytes]
+    chosen = [(a, p) for b, a, p in _TUNING.findall(text) if int(b) == nbytes]
     algo, proto = chosen[-1] if chosen else (None, None)
     return {
         "nccl_version": version.group(1) if version else None,
         "nccl_channels": max(channels) if channels else None,
-        "nccl_algo": ALGOS[algo] if algo is not None and algo < len(ALGOS) else algo,
-        "nccl_proto": PROTOS[proto] if proto is not None and proto < len(PROTOS) else proto,
+        "nccl_algo": None if algo is None else _named(algo, ALGOS),
+        "nccl_proto": None if proto is None else _named(proto, PROTOS),
     }
 
 
