@@ -200,6 +200,7 @@ def test_the_stopping_rule_is_tested_at_expected_s_tolerances():
 
 @pytest.mark.parametrize("tolerance", [0.05, 0.1, 0.15, 0.25, *H200_EQUIVALENT])
 @pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_adaptive_repetitions_keep_95_percent_coverage(model, tolerance):
     cov, _, mean_n = adaptive_coverage(model, tolerance)
     assert cov >= 0.94, (cov, mean_n)

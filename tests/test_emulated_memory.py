@@ -124,6 +124,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, flags, named
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_configuration_above_the_device_memory_is_recorded_not_run(tmp_path):
     out = tmp_path / "memory.json"
     r = bench("--preset", "tiny", "--world", "2", "--out", str(out), "--gpu-memory-gib", "0.5")

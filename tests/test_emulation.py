@@ -156,6 +156,7 @@ def test_a_stand_in_fill_is_marked_for_the_trace_and_the_bytes_are_not(traffic):
         assert emulated[f"{mode}_control marks"] == sorted([EMULATED_MARK, STAND_IN_MARK] * 2)
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_ring_fractions_at_larger_worlds():
     """All-reduce moves 2(W-1)/W of its buffer, gathers (W-1)/W: at W = 4, in one
     process under the fake group (spawned: the group is process-wide)."""

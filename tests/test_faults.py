@@ -91,6 +91,7 @@ time.sleep(120)
 
 
 @pytest.mark.parametrize("reap", ["reap", "control"])
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_killed_ranks_build_dies_with_it(reap):
     """kill -9 of a rank during its op build: ninja and the compilers used to outlive it
     by 75 s (the control, without the watcher, shows they still would)."""
@@ -184,6 +185,7 @@ def held(tmp_path):
     holder.wait()
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_all_into_a_folder_in_use_is_refused_before_its_first_stage(held):
     out, holder = held
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
@@ -271,6 +273,7 @@ def test_the_free_space_check_names_the_folder_and_the_space():
     check_space(Path("/data/run"), 202_000, "fig8", free=2 << 20)  # room: no error
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_read_only_folder_is_one_line_before_any_rank(mount_tmpfs):
     out = mount_tmpfs(1 << 20, "ro")
     for argv in (["run", "fig8"], ["all"]):
@@ -281,6 +284,7 @@ def test_a_read_only_folder_is_one_line_before_any_rank(mount_tmpfs):
 
 
 @pytest.mark.parametrize("free_kib", [0, 120])
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_nearly_full_disk_is_one_line_before_any_rank(mount_tmpfs, free_kib):
     """0 KiB used to leave an empty .run.lock and an internal error; 40-250 KiB, 47 lines
     of rank tracebacks, a status stuck at `running` and once a truncated trace."""

@@ -391,6 +391,7 @@ def test_cli_refuses_another_implementation_in_the_same_plan(fig4_fsdp2):
     assert "ran fig4 with other options (--fsdp-impl" in res.stderr
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_cli_bad_implementation(tmp_path):
     res = run_cli(*RUN, "--fsdp-impl", "zero3", "--out", str(tmp_path / "x"))
     assert res.returncode == 2

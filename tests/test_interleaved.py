@@ -254,6 +254,7 @@ def _ranks_decide_together(rank: int, port: int, results):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_every_rank_runs_as_many_rounds(tmp_path):
     """Two gloo processes, one quiet and one whose steps stall: both go on to the most
     rounds (a collective in every round must be met by every rank)."""

@@ -84,6 +84,7 @@ def _benchmark(name: str):
         ("llama2-13b", "fp32", 8, True),  # the one where a recomputed block outweighs the loss
     ],
 )
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_the_fsdp_estimate_holds_what_the_model_holds(name, precision, micro_batch, recompute):
     """The estimate's activation and loss terms against DecoderLM's own step, counted on the
     meta device (paper shapes, the GPU's attention and RMSNorm kernels): within 4 %. The

@@ -35,6 +35,7 @@ def _artifact(cwd: Path, path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_plan_and_report_without_results(tmp_path):
     """A checkout whose results/ is gone (a user starting clean), and a committed run
     copied elsewhere: plan prices the paper preset and report writes the appendix."""

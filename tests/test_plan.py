@@ -311,6 +311,7 @@ def test_review_feeds_every_headline_item_within_a_working_day():
     assert len(fig4) == 4 and {r.micro_batch for r in fig4} == {8}
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_the_plan_says_what_a_preset_leaves_unjudged(cli):
     """quick's one model cannot show the slowdown growing with size, nor feed the 13B
     items: the plan says so, in its text and its --json."""
@@ -328,6 +329,7 @@ def test_the_plan_says_what_a_preset_leaves_unjudged(cli):
     assert "  slowdown_grows_with_model_size: it needs configurations" in text
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_the_plan_says_what_this_hardware_cannot_judge_as_compare_did(cli):
     """One GPU: the items that need communication, the very ones compare read "not
     applicable" for that reason in session 11's quick run on one H200 (less those scoped
@@ -354,6 +356,7 @@ def test_the_plan_says_what_this_hardware_cannot_judge_as_compare_did(cli):
     assert whys["matmul_slower_beside_allreduce"].startswith("one GPU")  # fig8 is not emulated
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_adaptive_plan_prices_the_stopping_rule_from_the_h200_pilot(cli):
     """--adaptive: each configuration at Stein's N from one H200's n = 5 half-widths
     (package data). Paper on 4 x 80 GiB: the pipeline's peak-power increase (+-2.6
@@ -397,6 +400,7 @@ def test_review_precision_sweep_prices_the_presets_precision_models():
     assert planned == [("gpt3-1.3b", 8, "fp32"), ("gpt3-1.3b", 8, "tf32")]
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_first_cpu_run_is_told_of_deepspeeds_op_build(cli, tmp_path, monkeypatch):
     """The tiny plan adds the one-time build of DeepSpeed's CPU op (measured, package data)
     where torch's extension folder lacks it, and says nothing once it is there."""

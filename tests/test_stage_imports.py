@@ -83,6 +83,7 @@ def test_stage_runs_without_torch(h200_folder, stage):
     assert last == "IMPORTED []", f"{stage[0]} imported {last}"
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_the_probe_sees_torch_where_it_is_imported():
     """The check above can fail: a command that imports torch is caught."""
     last, _ = _imports("env", "--json")

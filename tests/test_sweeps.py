@@ -230,6 +230,7 @@ def _repository_state() -> str:
     ).stdout
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_throwaway_figure_is_planned_with_its_own_configurations(cli, tmp_path):
     """Its spec's params decide its sweep: FP32 alone over tiny's two models, 2
     configurations (fig10's sweep has 3 precisions, 6), priced with its experiment's
@@ -246,6 +247,7 @@ def test_a_throwaway_figure_is_planned_with_its_own_configurations(cli, tmp_path
     assert "fig99 (default: all)" in cli("plan", "--help", env=env).stdout
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_throwaway_figure_with_a_misspelt_param_starts_nothing(cli, tmp_path):
     env = _folder(tmp_path, '{"precision": ("fp32",)}')
     out = tmp_path / "out"

@@ -126,6 +126,7 @@ def test_a_grid_wide_mean_on_one_configuration_is_inconclusive(tmp_path):
     assert row["verdict"] == "reproduced"
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_the_maximum_of_k_means_gets_an_interval_that_covers_the_largest_true_mean():
     """k = 10 configurations of equal true mean: the top row's own CI covers the largest
     true mean well under 95 % (it is the largest of ten noisy means); Sidak's does not."""

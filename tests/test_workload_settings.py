@@ -219,6 +219,7 @@ def test_paper_preset_recomputes_exactly_where_80_gib_would_not_do():
     assert spec.recompute and config["recompute_why"] == "on by --recompute on"
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_bad_recompute_value_is_one_line_and_exit_2(cli):
     res = cli("run", "fig4", "--recompute", "sometimes")
     assert res.returncode == 2
