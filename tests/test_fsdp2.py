@@ -34,7 +34,9 @@ def _fsdp2_calls(cls: str) -> str:
     from torch.distributed.fsdp._fully_shard import _fsdp_collectives
 
     calls = set(re.findall(r"\bdist\.(\w+)\(", inspect.getsource(getattr(_fsdp_collectives, cls))))
-    assert len(calls) == 1, f"{cls} calls {sorted(calls)}: expected one torch.distributed collective"
+    assert len(calls) == 1, (
+        f"{cls} calls {sorted(calls)}: expected one torch.distributed collective"
+    )
     return calls.pop()
 
 
