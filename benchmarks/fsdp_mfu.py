@@ -3,7 +3,8 @@
 Each implementation trains the model for a few steps in `overlap` mode (the trainers of
 artifact.workloads, the same ones the figures use); a step is timed device-synchronised,
 and MFU = 6 x parameters x tokens / step time / matmul peak, the peak measured once in
-this process (artifact.measure.peak), as the figures compute it. Prints one JSON object.
+this process (artifact.measure.peak), as the figures compute it. Prints one JSON object,
+alone on stdout (libraries' lines go to stderr), so `> mfu.json` saves it.
 
 Run on one GPU (a one-process group, or under torchrun):
     python benchmarks/fsdp_mfu.py                     # gpt3-1.3b, seq 1024, mb 8, fp16
@@ -13,6 +14,7 @@ Run on one GPU (a one-process group, or under torchrun):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -240,6 +242,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     seq = args.seq or (1024 if device.type == "cuda" else model.seq_len)
     model = dataclasses.replace(model, seq_len=seq)
+    with json_stdout() as out:
+        return _run(args, device, model, seq, out)
+
+
+@contextlib.contextmanager
+def json_stdout():
+    """A file on this process's stdout for the JSON alone; meanwhile file descriptor 1 is
+    stderr's, so what libraries print there from C++ (torch 2.10's gloo: "[Gloo] Rank 0 is
+    connected to 0 peer ranks ...") or Python goes to stderr."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with os.fdopen(os.dup(saved), "w") as out:
+            yield out
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _run(args: argparse.Namespace, device: torch.device, model, seq: int, out) -> int:
     rank, world = _init(device)
     if device.type == "cuda":
         device = torch.device("cuda", torch.cuda.current_device())
@@ -266,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         config = {k: v for k, v in vars(args).items() if k != "impls"} | {"seq": seq}
         peaks = {"peak_tflops": peak, "peak_tflops_after": peak_after}
-        print(json.dumps({**config, "world_size": world, **peaks, **results}, indent=1))
+        print(json.dumps({**config, "world_size": world, **peaks, **results}, indent=1), file=out)
     dist.destroy_process_group()
     return 0
 

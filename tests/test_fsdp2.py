@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import os
+import re
 from types import SimpleNamespace
 
 import pandas as pd
@@ -23,7 +24,25 @@ from tests.conftest import run_cli, spawn_gloo
 
 STEPS = 3
 MODES = ("overlap", "sequential", "nocomm")
-SPIED = ("all_gather_single", "reduce_scatter_single", "all_reduce")
+
+
+def _fsdp2_calls(cls: str) -> str:
+    """The torch.distributed function FSDP2's default `cls` calls on this torch: 2.13's
+    all_gather_single / reduce_scatter_single, 2.10's all_gather_into_tensor /
+    reduce_scatter_tensor (2.10 has no *_single). Read from its source, so the spy below
+    watches the name FSDP2 really calls, and a rename fails here, by name."""
+    from torch.distributed.fsdp._fully_shard import _fsdp_collectives
+
+    calls = set(re.findall(r"\bdist\.(\w+)\(", inspect.getsource(getattr(_fsdp_collectives, cls))))
+    assert len(calls) == 1, (
+        f"{cls} calls {sorted(calls)}: expected one torch.distributed collective"
+    )
+    return calls.pop()
+
+
+GATHER = _fsdp2_calls("DefaultAllGather")
+SCATTER = _fsdp2_calls("DefaultReduceScatter")
+SPIED = (GATHER, SCATTER, "all_reduce")
 # ZeRO-3 and FSDP2 side by side: (model, precision)
 PAIRS = (("gpt-tiny", "fp32"), ("llama-tiny", "fp32"), ("gpt-tiny", "bf16"))
 
@@ -216,15 +235,15 @@ def test_bf16_losses_match_zero3(ranks):
         assert all((a - b) / a > 0.02 for a, b in itertools.pairwise(zero3))  # the decrease
 
 
-def _issued(log, names=("all_gather_single", "reduce_scatter_single")):
+def _issued(log, names=(GATHER, SCATTER)):
     return [e for e in log if e[0] == "issue" and e[1] in names]
 
 
 @pytest.mark.slow
 def test_overlap_runs_fsdp2s_own_collectives(ranks):
     losses, log, names = ranks[0]["modes"]["overlap"]
-    gathers = [e for e in _issued(log) if e[1] == "all_gather_single"]
-    scatters = [e for e in _issued(log) if e[1] == "reduce_scatter_single"]
+    gathers = [e for e in _issued(log) if e[1] == GATHER]
+    scatters = [e for e in _issued(log) if e[1] == SCATTER]
     # 2 blocks + root gathered for the forward, the 2 blocks again for the backward;
     # one reduce-scatter a unit
     assert (len(gathers), len(scatters)) == (5, 3)
@@ -436,3 +455,28 @@ def test_mfu_benchmark_runs_on_cpu():
     tokens = out["micro_batch"] * out["seq"]
     assert r["tflops_per_gpu"] == pytest.approx(6 * r["params"] * tokens / r["step_ms"] / 1e9)
     assert r["loss_first_last"][1] < r["loss_first_last"][0]
+
+
+def test_mfu_benchmark_keeps_stdout_for_its_json():
+    """What libraries print on file descriptor 1 while the benchmark runs (torch 2.10's gloo
+    prints "[Gloo] Rank 0 is connected ..." from C++) goes to stderr, so that stdout is the
+    JSON alone (`> mfu.json`); afterwards stdout is stdout again."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = (
+        "import os, sys; sys.path.insert(0, 'benchmarks'); from fsdp_mfu import json_stdout\n"
+        "print('before')\n"
+        "with json_stdout() as out:\n"
+        "    os.write(1, b'[Gloo] from C++\\n'); print('from Python')\n"
+        "    print('{\"k\": 1}', file=out)\n"
+        "print('after')\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.splitlines() == ["before", '{"k": 1}', "after"]
+    assert res.stderr.splitlines() == ["[Gloo] from C++", "from Python"]

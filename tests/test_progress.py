@@ -271,7 +271,11 @@ def test_a_tiny_run_prints_progress_and_digests_and_logs_everything(tmp_path):
     log, end = _this_run(tmp_path / "logs" / "fig8.log")
     keep = progress.ConsoleFilter()
     shown = [line for line in log if keep(line)]
-    assert keep.hidden > 0 and any("USDT:" in line for line in log)
+    # the profiler's own lines, as this torch prints them: 2.13's kineto has USDT probes
+    # ("USDT:... profiler_start"); 2.10's (the ROCm image's) has none, and its profiler
+    # warns instead (".../torch/profiler/profiler.py:217: UserWarning: ..."): in the log only
+    profiler = [line for line in log if "USDT:" in line or "/torch/profiler/" in line]
+    assert keep.hidden > 0 and profiler and not set(profiler) & set(shown)
     assert any(f"{config} rep 2/2: overlap" in line for line in log)  # runner.log_repetition
     err = res.stderr.splitlines()
     assert [line for line in err if line in log] == shown

@@ -10,9 +10,10 @@ runs.
 How FSDP2's collectives reach the modes: torch 2.13's FSDP2 issues its all-gather and
 reduce-scatter as `dist.all_gather_single(...)` / `dist.reduce_scatter_single(...)`
 (torch.distributed.fsdp._fully_shard._fsdp_collectives, DefaultAllGather and
-DefaultReduceScatter), looked up on the `torch.distributed` module at call time, so the
-wrappers artifact.run.modes installs there route them; both names are wrapped since torch
-2.13 renamed all_gather_into_tensor / reduce_scatter_tensor. Two calls would bypass
+DefaultReduceScatter), torch 2.10's (the ROCm image's) as `dist.all_gather_into_tensor`
+/ `dist.reduce_scatter_tensor`, looked up on the `torch.distributed` module at call time,
+so the wrappers artifact.run.modes installs there route them; both names are wrapped since
+torch 2.13 renamed all_gather_into_tensor / reduce_scatter_tensor. Two calls would bypass
 the modes and are avoided here: torch.nn.utils.clip_grad_norm_ on FSDP2's DTensor
 gradients reduces the norm through functional collectives (c10d_functional), so the
 norm is summed over the local shards and all-reduced with `dist.all_reduce`; the fp16
