@@ -45,8 +45,12 @@ rocm_torch=$(sed -n 's/^ARG BASE_TORCH=//p' ../Dockerfile.rocm)
 [ -n "$rocm_torch" ] || { echo "no ARG BASE_TORCH= in Dockerfile.rocm" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-grep -v '^torch==' constraints.txt > "$tmp/constraints-rocm.txt"
-rocm_direct=$(sed "s/^torch==.*/torch==$rocm_torch/" <<<"$direct")
+# NumPy below 2.4 there: the base's torch brings triton 3.6, whose interpreter (the tests
+# run the NCCL-shaped stand-in's kernel in it) takes int() of one-element arrays, which
+# NumPy 2.4 refuses; triton 3.7 (the CUDA lock's) does not.
+grep -v '^torch==\|^numpy==' constraints.txt > "$tmp/constraints-rocm.txt"
+echo 'numpy<2.4' >> "$tmp/constraints-rocm.txt"
+rocm_direct=$(sed -e "s/^torch==.*/torch==$rocm_torch/" -e "s/^numpy==.*/numpy<2.4/" <<<"$direct")
 printf '%s\n' "$rocm_direct" "$tools" | uv pip compile - -c "$tmp/constraints-rocm.txt" \
   --python-version 3.12 --python-platform x86_64-manylinux_2_28 --no-header --quiet \
   -o "$tmp/lock-rocm-all.txt"
