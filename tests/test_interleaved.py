@@ -20,7 +20,7 @@ BASE_S = 0.04  # a step of 40 ms: a loaded host's sleep overshoots by a few ms
 SPELL = 1.5  # a slow spell makes every step 50 % slower
 
 
-def _host_with_a_slow_spell(first: int, last: int):
+def _host_with_a_slow_spell(first: int, last: int, base_s: float = BASE_S):
     """Steps of identical work; the host is slow from its `first` to its `last` step (a
     spell counted in steps, so the test does not depend on this machine's timing)."""
     count = [0]
@@ -28,7 +28,7 @@ def _host_with_a_slow_spell(first: int, last: int):
     def step():
         slow = first <= count[0] <= last
         count[0] += 1
-        time.sleep(BASE_S * (SPELL if slow else 1.0))
+        time.sleep(base_s * (SPELL if slow else 1.0))
 
     return step
 
@@ -44,13 +44,15 @@ def test_a_slow_spell_biases_per_phase_passes_but_not_interleaved_rounds(tmp_pat
     blocked = np.median(second) / np.median(first) - 1
     assert blocked > 0.3
 
-    step = _host_with_a_slow_spell(7, 12)  # 1 settling round of 2 steps comes first
+    # 1 settling round of 2 steps comes first; steps of 100 ms, as a starved host's wake-up
+    # can be late by 10 ms (a round read +23 % at 40 ms inside a niced image build)
+    step = _host_with_a_slow_spell(7, 12, base_s=0.1)
     timed, settled = runner.interleaved_timed_pass(
         ctx, {"a": step, "b": step}, rep=0, what="t", least=6, seconds=0.0, with_power=False
     )
     assert settled["settle_iters"] == 2 and len(timed["a"]["e2e_ms"]) == 6  # 1 round
     adjusted = runner.round_adjusted({p: v["e2e_ms"] for p, v in timed.items()})
-    assert abs(adjusted["b"][0] / adjusted["a"][0] - 1) < 0.1  # against +50 % above
+    assert abs(adjusted["b"][0] / adjusted["a"][0] - 1) < 0.2  # against +50 % above
 
 
 def test_rounds_follow_the_williams_rows(tmp_path):
