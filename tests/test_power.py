@@ -49,7 +49,7 @@ def test_auto_backend_on_a_machine_without_gpu_is_none():
 
 
 def test_without_gpu_the_device_layer_says_why_each_backend_failed():
-    with pytest.raises(device.Unavailable, match=r"^nvml: \w+; amdsmi: \w+$"):
+    with pytest.raises(device.Unavailable, match=r"^nvml: \w+ \(.+\); amdsmi: \w+ \(.+\)$"):
         device.open_gpu(0)
     assert device.driver_version("nvml") is None
 

@@ -212,8 +212,8 @@ def physical_index(local_rank: int) -> int:
 def open_gpu(index: int = 0, backends: Sequence[str] = GPU_BACKENDS) -> Device:
     """GPU `index` through the first of `backends` that opens it.
 
-    Raises Unavailable naming each backend's error ("nvml: NVMLError_LibraryNotFound;
-    amdsmi: KeyError"); any exception counts, since neither library raises ImportError
+    Raises Unavailable naming each backend's error ("nvml: NVMLError_LibraryNotFound (NVML
+    Shared Library Not Found); amdsmi: KeyError ('libamd_smi.so')"); any exception counts, since neither library raises ImportError
     alone when its driver is missing.
     """
     errors = []
@@ -222,7 +222,8 @@ def open_gpu(index: int = 0, backends: Sequence[str] = GPU_BACKENDS) -> Device:
             return _CLASSES[name](index)
         except Exception as e:  # NVMLError_LibraryNotFound, KeyError('libamd_smi.so'), ...
             log.info("GPU backend %s unavailable: %s", name, e)
-            errors.append(f"{name}: {type(e).__name__}")
+            said = str(e).strip()  # KeyError's is the missing library: "'libamd_smi.so'"
+            errors.append(f"{name}: {type(e).__name__}" + (f" ({said})" if said else ""))
     raise Unavailable("; ".join(errors))
 
 
