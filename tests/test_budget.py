@@ -28,6 +28,7 @@ def test_budget_values():
     assert budget.pop(["--preset", "review", "--budget", "2h"]) == (["--preset", "review"], 7200)
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_bad_budget_is_one_line_exit_2(cli):
     res = cli("all", "--budget", "0h")
     assert res.returncode == 2

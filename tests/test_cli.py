@@ -93,6 +93,7 @@ def test_summarize_of_empty_folder_is_a_clear_error(cli, tmp_path):
     assert tree(tmp_path) == []
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 @pytest.mark.parametrize("command", ["compare", "report"])
 def test_compare_and_report_of_a_missing_folder(cli, tmp_path, command):
     res = cli(command, str(tmp_path / "nope"))
@@ -121,6 +122,7 @@ def test_env_table(cli):
     assert "device_kind" in res.stdout and "cpu" in res.stdout
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_bad_figure_place_from_nox_is_one_line_exit_2_nothing_written(cli, tmp_path):
     out = tmp_path / "out"
     res = cli("run", "fig8", "--out", str(out), env={"ARTIFACT_FIGURE_OF": "10/9"})

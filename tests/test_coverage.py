@@ -207,6 +207,7 @@ def test_adaptive_repetitions_keep_95_percent_coverage(model, tolerance):
     assert stopping.MIN_REPETITIONS <= mean_n <= MAX_REPS
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_adaptive_repetitions_adapt_and_need_steins_floor():
     """Where the tolerance is wide against the noise the trials stop early (normal, 0.25:
     about 14 repetitions of 25 on average); there the usual CI alone under-covers (93.4 %),
@@ -216,6 +217,7 @@ def test_adaptive_repetitions_adapt_and_need_steins_floor():
     assert plain < 0.94 <= cov and cov > plain + 0.02
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_stopping_once_the_verdict_is_settled_under_covers(model):
     """The rule the issue first proposed, looked at after every repetition: stop once

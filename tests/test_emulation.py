@@ -47,6 +47,7 @@ def test_good_worlds_and_links():
         (["--link-gbps", "100"], "--link-gbps"),
     ],
 )
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_the_cli_refuses_bad_emulation_in_one_line(cli, tmp_path, flags, named):
     r = cli("run", "fig4", "--preset", "tiny", "--out", str(tmp_path / "o"), *flags)
     assert r.returncode == 2, r.stderr

@@ -197,6 +197,7 @@ def test_all_into_a_folder_in_use_is_refused_before_its_first_stage(held):
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before  # nothing written
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 @pytest.mark.parametrize("command", ["summarize", "compare", "report"])
 def test_summarize_compare_and_report_take_the_folders_lock(held, command):
     out, holder = held
@@ -253,6 +254,7 @@ def test_all_refuses_a_malformed_expected_before_the_first_figure(tmp_path, monk
         (["--rdzv-timeout-s", "0"], "--rdzv-timeout-s must be at least 1"),
     ],
 )
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_all_refuses_a_bad_option_in_one_line(tmp_path, args, named):
     out = tmp_path / "out"
     res = run_cli("all", "--preset", "tiny", "--out", str(out), *args, timeout=120)
@@ -361,6 +363,7 @@ def test_a_disk_that_fills_mid_run_is_one_line_and_a_failed_status(mount_tmpfs):
 # --- F6: an unreachable rendezvous -----------------------------------------------------
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_an_unknown_rendezvous_host_is_one_line_at_once(tmp_path):
     out = tmp_path / "out"
     started = time.monotonic()

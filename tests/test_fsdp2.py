@@ -457,6 +457,7 @@ def test_mfu_benchmark_runs_on_cpu():
     assert r["loss_first_last"][1] < r["loss_first_last"][0]
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_mfu_benchmark_keeps_stdout_for_its_json():
     """What libraries print on file descriptor 1 while the benchmark runs (torch 2.10's gloo
     prints "[Gloo] Rank 0 is connected ..." from C++) goes to stderr, so that stdout is the

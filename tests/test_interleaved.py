@@ -33,6 +33,7 @@ def _host_with_a_slow_spell(first: int, last: int, base_s: float = BASE_S):
     return step
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_slow_spell_biases_per_phase_passes_but_not_interleaved_rounds(tmp_path):
     """Two phases of the same work, 6 timed iterations each, and a slow spell over the
     second half of the steps. Timed one phase after the other, the second phase reads

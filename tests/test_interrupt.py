@@ -210,6 +210,7 @@ def test_a_process_orphaned_before_its_prctl_dies_at_once(parent, survives):
         assert res.returncode == -signal.SIGKILL and res.stdout == ""
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 @pytest.mark.parametrize("content", [None, "", "garbage,\x00\x01\nnot,a,summary\n"])
 @pytest.mark.parametrize("command", ["compare", "report"])
 def test_compare_and_report_refuse_a_bad_summary_in_one_line(tmp_path, command, content):
@@ -222,6 +223,7 @@ def test_compare_and_report_refuse_a_bad_summary_in_one_line(tmp_path, command, 
     assert not (tmp_path / "verdicts.csv").exists() and not (tmp_path / "report").exists()
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_truncated_record_is_named(tmp_path):
     store = RunStore(tmp_path)
     path = store.record_path("fig8", "cfg", "overlap", 0)

@@ -65,6 +65,7 @@ def test_two_nodes_through_torchrun_rendezvous(tmp_path):
     assert (out / "summary.csv").is_file()
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_nnodes_needs_an_endpoint(cli, tmp_path):
     res = cli("run", "fig8", "--nnodes", "2", "--out", str(tmp_path / "o"))
     assert res.returncode == 2

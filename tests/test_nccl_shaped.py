@@ -72,6 +72,7 @@ def interpreted():
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 @pytest.mark.parametrize("kind", sorted(FORMULA))
 @pytest.mark.parametrize("w", [2, 4])
 def test_the_kernel_counts_the_rings_bytes_and_launches_c_ctas(interpreted, kind, w):
@@ -186,6 +187,7 @@ def _shaped_rank(rank: int, port: int, results):
     dist.destroy_process_group()
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_emulated_nccl_shaped_traffic_counts_the_link_bytes_the_copies_count():
     """Rank 0 of 4: the link bytes (TRAFFIC) are the copies' (2(W-1)/W for an all-reduce,
     (W-1)/W for a gather); the memory traffic is the ring's; an integer all-reduce falls

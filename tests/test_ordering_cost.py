@@ -24,6 +24,7 @@ def test_bad_input_is_one_line_and_exit_2(args, named):
     assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_cpu_replay_times_both_modes_for_each_matmul_size():
     r = bench("--device", "cpu", "--steps", "2", "--collectives", "4", "--matmul", "16,32")
     assert r.returncode == 0, r.stderr[-2000:]

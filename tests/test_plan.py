@@ -127,6 +127,7 @@ def test_json_parses_and_totals_are_the_sum_of_rows(cli):
         (["--gpu-memory-gib", "nan"], "--gpu-memory-gib must be a positive number, got nan"),
     ],
 )
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_bad_input_is_one_line_exit_2(cli, args, named):
     res = cli("plan", *args)
     assert res.returncode == 2

@@ -21,6 +21,7 @@ from tests.conftest import ROOT, cpu_context, run_cli
 H200_SUMMARY = ROOT / "results" / "h200x1" / "all-quick" / "summary.csv"
 
 
+@pytest.mark.slow  # over 1.5 s on 2 cores (a CLI process, or a long simulation)
 def test_a_real_measurement_loop_writes_config_rep_and_phase_k_of_n(tmp_path):
     """Two configurations x 2 repetitions x 2 phases through runner.measure_repetition:
     each step reads the beacon the runner wrote just before it."""
