@@ -213,8 +213,8 @@ def open_gpu(index: int = 0, backends: Sequence[str] = GPU_BACKENDS) -> Device:
     """GPU `index` through the first of `backends` that opens it.
 
     Raises Unavailable naming each backend's error ("nvml: NVMLError_LibraryNotFound (NVML
-    Shared Library Not Found); amdsmi: KeyError ('libamd_smi.so')"); any exception counts, since neither library raises ImportError
-    alone when its driver is missing.
+    Shared Library Not Found); amdsmi: KeyError ('libamd_smi.so')"); any exception counts,
+    since neither library raises ImportError alone when its driver is missing.
     """
     errors = []
     for name in backends:
