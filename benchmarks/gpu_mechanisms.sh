@@ -7,6 +7,8 @@
 #   mech             the contention map's mechanism axis at 1 GiB, bf16, n = 5
 #   fig4:STAND_IN, fig10:STAND_IN   fig4 (FSDP rows) or fig10 at quick as rank 0 of 4, with
 #                    --stand-in copy or nccl-shaped (into one folder a stand-in: e4-STAND_IN)
+#   all              README's main command at quick (`python -m artifact all --preset quick`,
+#                    what `nox -s all` runs), into the folder quick; resumed like the others
 # Each run's folder stays in /tmp/NAME while the machine is warm, else it is resumed from
 # build/dev/resume/NAME.tgz; it comes back as OUT/NAME.tgz (profiler traces left out).
 # A newer NCCL (co-located ranks need 2.30+): build/dev/nccl/libnccl.xz, see
@@ -29,22 +31,27 @@ cd /tmp/src || exit 1
 grep -o '"[0-9a-f]\{40\}"' artifact/_commit.py | head -n 1
 export PYTHONPATH=/tmp/site:/tmp/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 [ -f /tmp/nccl/libnccl.so.2 ] && export LD_PRELOAD=/tmp/nccl/libnccl.so.2
-run() {  # NAME TIMEOUT ARGS...: python -m artifact run ARGS --out /tmp/NAME, resumed and packed
-  local name=$1 t=$2; shift 2
+run() {  # NAME TIMEOUT VERB ARGS...: python -m artifact VERB ARGS --out /tmp/NAME, resumed, packed
+  local name=$1 t=$2 verb=$3; shift 3
   [ -d "/tmp/$name" ] || { mkdir -p "/tmp/$name"; [ -f "$dev/resume/$name.tgz" ] && tar xzf "$dev/resume/$name.tgz" -C "/tmp/$name"; }
-  timeout "$t" python3 -m artifact run "$@" --out "/tmp/$name" >> "$out/$name.log" 2>&1
-  echo "$name ($*) exit $? after $(( $(date +%s) - start )) s"
-  for _ in $(seq 20); do pgrep -f "artifact run" > /dev/null || break; sleep 1; done
+  timeout "$t" python3 -m artifact "$verb" "$@" --out "/tmp/$name" >> "$out/$name.log" 2>&1
+  local rc=$?
+  echo "$name ($*) exit $rc after $(( $(date +%s) - start )) s"
+  for _ in $(seq 20); do pgrep -f "artifact $verb" > /dev/null || break; sleep 1; done
   tar czf "$out/$name.tgz" -C "/tmp/$name" --exclude='./traces/*/*.json' .
+  return $rc
 }
 for step in "$@"; do
   [ "$(left)" -gt 60 ] || { echo "no time left for $step"; break; }
+  done=/tmp/done-${step//:/-}  # a step that ended with exit 0 on this warm machine is not rerun
+  [ -f "$done" ] && { echo "$step: done in an earlier call"; continue; }
   case $step in
     probe) timeout "$(( $(left) - 10 ))" python3 benchmarks/standin_probe.py --colocate > "$out/standin_probe.json" 2> "$out/probe.err"
            echo "probe exit $? after $(( $(date +%s) - start )) s"; tail -n 5 "$out/probe.err" ;;
-    mech) run mech "$(( $(left) - 25 ))" contention --preset quick --comm-mib 1024 --precision bf16 --reps 5 ;;
+    mech) run mech "$(( $(left) - 25 ))" run contention --preset quick --comm-mib 1024 --precision bf16 --reps 5 ;;
     fig4:*|fig10:*) fig=${step%%:*}; s=${step#*:}; extra=(); [ "$fig" = fig4 ] && extra=(--parallelisms fsdp)
-          run "e4-$s" "$(( $(left) - 25 ))" "$fig" --preset quick --emulate-world 4 --stand-in "$s" "${extra[@]}" ;;
-    *) echo "unknown step $step (accepted: probe, mech, FIG:STAND_IN for fig4 or fig10)"; exit 2 ;;
-  esac
+          run "e4-$s" "$(( $(left) - 25 ))" run "$fig" --preset quick --emulate-world 4 --stand-in "$s" "${extra[@]}" ;;
+    all) run quick "$(( $(left) - 25 ))" all --preset quick ;;
+    *) echo "unknown step $step (accepted: probe, mech, all, FIG:STAND_IN for fig4 or fig10)"; exit 2 ;;
+  esac && touch "$done"
 done
