@@ -12,7 +12,7 @@
 # Each run's folder stays in /tmp/NAME while the machine is warm, else it is resumed from
 # build/dev/resume/NAME.tgz; it comes back as OUT/NAME.tgz (profiler traces left out).
 # A newer NCCL (co-located ranks need 2.30+): build/dev/nccl/libnccl.xz, see
-# benchmarks/slim_nccl.py; preloaded where present.
+# benchmarks/slim_nccl.py; preloaded where present, for probe and mech only.
 # Here:  git archive HEAD -o build/dev/src.tgz ... (benchmarks/device_pack.sh does it all)
 # Usage, from the repository root: bash benchmarks/gpu_mechanisms.sh OUT SECONDS STEP...
 set -uo pipefail
@@ -30,7 +30,8 @@ fi
 cd /tmp/src || exit 1
 grep -o '"[0-9a-f]\{40\}"' artifact/_commit.py | head -n 1
 export PYTHONPATH=/tmp/site:/tmp/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-[ -f /tmp/nccl/libnccl.so.2 ] && export LD_PRELOAD=/tmp/nccl/libnccl.so.2
+# the newer NCCL only where ranks co-locate (probe, mech); the figures run torch's own, as a user's do
+pre=; [ -f /tmp/nccl/libnccl.so.2 ] && pre=/tmp/nccl/libnccl.so.2
 run() {  # NAME TIMEOUT VERB ARGS...: python -m artifact VERB ARGS --out /tmp/NAME, resumed, packed
   local name=$1 t=$2 verb=$3; shift 3
   [ -d "/tmp/$name" ] || { mkdir -p "/tmp/$name"; [ -f "$dev/resume/$name.tgz" ] && tar xzf "$dev/resume/$name.tgz" -C "/tmp/$name"; }
@@ -46,9 +47,9 @@ for step in "$@"; do
   done=/tmp/done-${step//:/-}  # a step that ended with exit 0 on this warm machine is not rerun
   [ -f "$done" ] && { echo "$step: done in an earlier call"; continue; }
   case $step in
-    probe) timeout "$(( $(left) - 10 ))" python3 benchmarks/standin_probe.py --colocate > "$out/standin_probe.json" 2> "$out/probe.err"
+    probe) LD_PRELOAD=$pre timeout "$(( $(left) - 10 ))" python3 benchmarks/standin_probe.py --colocate > "$out/standin_probe.json" 2> "$out/probe.err"
            echo "probe exit $? after $(( $(date +%s) - start )) s"; tail -n 5 "$out/probe.err" ;;
-    mech) run mech "$(( $(left) - 25 ))" run contention --preset quick --comm-mib 1024 --precision bf16 --reps 5 ;;
+    mech) LD_PRELOAD=$pre run mech "$(( $(left) - 25 ))" run contention --preset quick --comm-mib 1024 --precision bf16 --reps 5 ;;
     fig4:*|fig10:*) fig=${step%%:*}; s=${step#*:}; extra=(); [ "$fig" = fig4 ] && extra=(--parallelisms fsdp)
           run "e4-$s" "$(( $(left) - 25 ))" run "$fig" --preset quick --emulate-world 4 --stand-in "$s" "${extra[@]}" ;;
     all) run quick "$(( $(left) - 25 ))" all --preset quick ;;
