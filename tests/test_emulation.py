@@ -555,3 +555,27 @@ def test_the_pacer_times_each_collectives_own_copies_once_and_counts_none(monkey
     half = {k: v.half() for k, v in gather.items()}  # another dtype: timed again
     pacer.rate("all_gather_into_tensor", half, 4, modes._GATHERS, modes._SCATTERS)
     assert len(pacer.rates) == 2 and torch.equal(gather["output_tensor"], torch.ones(4 << 20))
+
+
+def test_the_preview_bounds_eq1_by_the_compute_that_ran_beside_communication():
+    """One H100, fig4 quick as rank 0 of 4 (results/h100x1/emulated-7b9e71c): 0.122 of
+    20.4 ms of the stand-in's communication overlapped 192.5 ms of compute, 1.3 % of it.
+    If only those kernels slow, Eq. 1 <= s / (1 - s) however slow they run."""
+    from artifact.report.build import _first_line
+    from artifact.report.emulated import beside_share, bound_sentence
+    from artifact.results import Results
+
+    run = Results.load(ROOT / "results" / "h100x1" / "emulated-7b9e71c" / "nccl-shaped")
+    (c,) = run.emulated_configs
+    share = beside_share(run.summary, c)
+    assert share == pytest.approx(0.122 * 20.44 / 192.5, rel=0.02)
+    assert beside_share(run.summary, "no_such_config") is None
+    # the bound: s = 0.2 allows 25 %; the paper's 18.9 % needs s >= 0.189 / 1.189
+    text = bound_sentence([0.05, 0.2], 0.189)
+    assert "Only 20.0 % of compute" in text and "at most 25.0 %" in text
+    assert "needs at least 15.9 %" in text
+    assert "needs" not in bound_sentence([0.2], None)
+    # the first screen names the stand-in that ran and carries the bound
+    line = _first_line(run.summary, run.configs, run.verdicts)
+    assert "its traffic as one persistent NCCL-shaped kernel a collective" in line
+    assert "paced local copies" not in line and "Only 1.3 % of compute time" in line

@@ -138,11 +138,18 @@ def stand_in_of(config_id: str) -> str | None:
     return None if m is None else ("nccl-shaped" if m.group(2) else "copy")
 
 
+# how each stand-in moves rank 0's bytes, as the report's first line says it
+STAND_IN_TEXT = {
+    "copy": "paced local copies",
+    "nccl-shaped": "one persistent NCCL-shaped kernel a collective",
+}
+
+
 def note(emulated: int, stand_in: str | None = None, ctas: int | None = None) -> str:
     how = (
         f"one persistent NCCL-shaped kernel of {ctas} CTAs a collective, paced to the link"
         if stand_in == "nccl-shaped"
-        else "paced local copies"
+        else STAND_IN_TEXT["copy"]
     )
     return (
         f"{NOTE_PREFIX} rank 0 of {emulated} ranks alone on one device (fake process "

@@ -17,6 +17,7 @@ import pandas as pd
 
 from artifact.analyze.aggregate import gpus_in
 from artifact.figures import all_figures, paper_figures, spec_of
+from artifact.core.emulated import STAND_IN_TEXT, stand_in_of
 from artifact.judge.copies import label, plain_note
 from artifact.judge.verdicts import as_sentence, paper_items, tally
 from artifact.report import appendix, emulated, instrument, mechanisms, plots, validations
@@ -55,11 +56,15 @@ def _first_line(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame) ->
     counts = appendix.counts_sentence(verdicts)
     if not gpus:
         return f"**Functional check on CPU: no claim of the paper was evaluated.** Every number below comes from the CPU (gloo) and checks only that the code paths run. {counts}"
-    real, emulated = worlds(configs)
+    real, emulated_worlds = worlds(configs)
     n = max(real, default=1)
     where = _evaluated_figures(verdicts)
-    if emulated and n == 1:  # --emulate-world: one GPU playing rank 0 of W
-        return f"**Emulated on 1 x {', '.join(gpus)}: rank 0 of {' and '.join(map(str, emulated))} GPUs run alone, its traffic as paced local copies.** No collective crossed a link, so nothing here reproduces or refutes the paper: the emulated rows are a preview, shown beside the paper's numbers and never counted (section 'Emulated W-GPU preview'). {counts} {where}"
+    if emulated_worlds and n == 1:  # --emulate-world: one GPU playing rank 0 of W
+        ids = [c for c in configs if stand_in_of(c)]
+        how = " or ".join(sorted({STAND_IN_TEXT[stand_in_of(c)] for c in ids})) or STAND_IN_TEXT["copy"]
+        shares = [x for c in ids if (x := emulated.beside_share(summary, c)) is not None]
+        bound = f" {emulated.bound_sentence(shares, emulated.paper_mean_slowdown(verdicts))}" if shares else ""
+        return f"**Emulated on 1 x {', '.join(gpus)}: rank 0 of {' and '.join(map(str, emulated_worlds))} GPUs run alone, its traffic as {how}.** No collective crossed a link, so nothing here reproduces or refutes the paper: the emulated rows are a preview, shown beside the paper's numbers and never counted (section 'Emulated W-GPU preview').{bound} {counts} {where}"
     if n == 1:
         return f"**Measured on 1 x {', '.join(gpus)}: what one GPU can judge.** With one GPU a collective moves no data, so the training figures (Figs. 4, 5, 10, 11) run no communication and their overlap claims are not applicable; the microbenchmarks run beside labelled one-GPU proxies. {counts} {where} The contention map is beyond the paper: it is measured, not counted among the paper's items. The paper used 4 GPUs of one node."
     return f"**Reproduction on {n} x {', '.join(gpus)}** (the paper used 4 x A100, H100, MI250 or MI210; numbers from other GPUs are compared only through hardware-independent quantities and the claims). {counts} {where}"

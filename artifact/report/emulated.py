@@ -73,6 +73,10 @@ def _measured(summary: pd.DataFrame, config_id: str, mode: str, metric: str) -> 
     return "-" if row is None else f"{row['mean']:.4g}"
 
 
+def _share_text(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.1f} % of compute"
+
+
 def _peak_text(summary: pd.DataFrame, config_id: str, estimate) -> str:
     """Rank 0's measured peak in `overlap` beside the estimate the run's fit check used
     (the plan's fit decisions at W rest on it)."""
@@ -92,6 +96,44 @@ def _link_text(summary: pd.DataFrame, config_id: str, paced) -> str:
     if mib is not None and ms is not None and ms["mean"] > 0:
         got = f"{mib['mean'] * MIB / (ms['mean'] / 1e3) / 1e9:.0f}"
     return f"{got} (of {paced:g})" if paced else got
+
+
+def beside_share(summary: pd.DataFrame, config_id: str) -> float | None:
+    """The share of compute time that ran beside communication in `overlap`: overlapped
+    time (overlap fraction x communication time) over compute time, from the means."""
+    if not {"config_id", "mode", "metric", "mean"} <= set(summary.columns):
+        return None
+    rows = [_row(summary, config_id, "overlap", m) for m in ("overlap_fraction", "communication_ms", "compute_ms")]  # fmt: skip
+    if any(r is None or pd.isna(r["mean"]) for r in rows) or rows[2]["mean"] <= 0:
+        return None
+    return float(rows[0]["mean"] * rows[1]["mean"] / rows[2]["mean"])
+
+
+def paper_mean_slowdown(verdicts: pd.DataFrame) -> float | None:
+    """The paper's mean compute slowdown (the headline item), from expected/ via verdicts."""
+    if "expected" not in verdicts.columns:
+        return None
+    rows = verdicts[verdicts["item"] == "compute_slowdown_mean"]["expected"]
+    return float(rows.iloc[0]) if not rows.empty and pd.notna(rows.iloc[0]) else None
+
+
+def bound_sentence(shares: list[float], paper: float | None) -> str:
+    """How far Eq. 1 can go where little compute ran beside communication: if only those
+    kernels slowed, Eq. 1 <= s / (1 - s), however slow they ran (s: that share of compute
+    time in `overlap`, where the slowed time itself is measured)."""
+    top = max(shares)
+    text = (
+        f"Only {100 * top:.1f} % of compute time ran beside communication here (the most over "
+        f"the emulated rows). If only those kernels slowed, Eq. 1, which averages over all "
+        f"compute, can read at most {100 * top / (1 - top):.1f} %, however slow they ran"
+    )
+    if paper is None:
+        return text + "."
+    need = paper / (1 + paper)
+    return text + (
+        f"; the paper's {100 * paper:.1f} % mean needs at least {100 * need:.1f} % of compute "
+        "time beside communication."
+    )
 
 
 def side_by_side(summary: pd.DataFrame, metrics=("slowdown", "sequential_penalty")) -> list[list]:
@@ -121,18 +163,27 @@ def preview_section(doc: Doc, run: Results) -> None:
     doc.p(FIDELITY)
     s = run.summary
     doc.table(
-        ["configuration", "W", "stand-in", "Eq. 1 slowdown", "sequential penalty", "MiB per step (overlap)",
+        ["configuration", "W", "stand-in", "Eq. 1 slowdown", "sequential penalty",
+         "compute beside communication (overlap)", "MiB per step (overlap)",
          "link achieved in sequential, GB/s (of paced)",
          "rank 0's peak GiB (overlap) of the estimate"],
         [
             [c, str(run.emulated_world(c) or "?"), _stand_in(run.configs.get(c, {}) | {"config_id": c}),
              _ci(_derived(s, c, "slowdown")), _ci(_derived(s, c, "sequential_penalty")),
+             _share_text(beside_share(s, c)),
              _measured(s, c, "overlap", "emulated_mib_per_step"),
              _link_text(s, c, run.provenance.get("emulated_link_gbps")),
              _peak_text(s, c, run.configs.get(c, {}).get("memory_estimate_gib"))]
             for c in emulated
         ],
     )  # fmt: skip
+    shares = [x for c in emulated if (x := beside_share(s, c)) is not None]
+    if shares:
+        doc.p(
+            "Compute beside communication: the overlap fraction times communication time, "
+            f"over compute time (means of `overlap`). "
+            + bound_sentence(shares, paper_mean_slowdown(run.verdicts))
+        )
     previews = of_type(run.verdicts, "preview")
     counted_here = counted(run.verdicts, "preview")["verdict"].value_counts()
     if not counted_here.empty:
