@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from artifact.analyze.aggregate import gpus_in
-from artifact.figures import all_figures, paper_figures, spec_of
 from artifact.core.emulated import STAND_IN_TEXT, stand_in_of
+from artifact.figures import all_figures, paper_figures, spec_of
 from artifact.judge.copies import label, plain_note
 from artifact.judge.verdicts import as_sentence, paper_items, tally
 from artifact.report import appendix, emulated, instrument, mechanisms, plots, validations
@@ -61,9 +61,16 @@ def _first_line(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame) ->
     where = _evaluated_figures(verdicts)
     if emulated_worlds and n == 1:  # --emulate-world: one GPU playing rank 0 of W
         ids = [c for c in configs if stand_in_of(c)]
-        how = " or ".join(sorted({STAND_IN_TEXT[stand_in_of(c)] for c in ids})) or STAND_IN_TEXT["copy"]
+        how = (
+            " or ".join(sorted({STAND_IN_TEXT[stand_in_of(c)] for c in ids}))
+            or STAND_IN_TEXT["copy"]
+        )
         shares = [x for c in ids if (x := emulated.beside_share(summary, c)) is not None]
-        bound = f" {emulated.bound_sentence(shares, emulated.paper_mean_slowdown(verdicts))}" if shares else ""
+        bound = (
+            f" {emulated.bound_sentence(shares, emulated.paper_mean_slowdown(verdicts))}"
+            if shares
+            else ""
+        )
         return f"**Emulated on 1 x {', '.join(gpus)}: rank 0 of {' and '.join(map(str, emulated_worlds))} GPUs run alone, its traffic as {how}.** No collective crossed a link, so nothing here reproduces or refutes the paper: the emulated rows are a preview, shown beside the paper's numbers and never counted (section 'Emulated W-GPU preview').{bound} {counts} {where}"
     if n == 1:
         return f"**Measured on 1 x {', '.join(gpus)}: what one GPU can judge.** With one GPU a collective moves no data, so the training figures (Figs. 4, 5, 10, 11) run no communication and their overlap claims are not applicable; the microbenchmarks run beside labelled one-GPU proxies. {counts} {where} The contention map is beyond the paper: it is measured, not counted among the paper's items. The paper used 4 GPUs of one node."

@@ -181,7 +181,7 @@ def preview_section(doc: Doc, run: Results) -> None:
     if shares:
         doc.p(
             "Compute beside communication: the overlap fraction times communication time, "
-            f"over compute time (means of `overlap`). "
+            "over compute time (means of `overlap`). "
             + bound_sentence(shares, paper_mean_slowdown(run.verdicts))
         )
     previews = of_type(run.verdicts, "preview")
