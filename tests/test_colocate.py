@@ -87,6 +87,17 @@ def test_one_gpus_mechanism_axis_on_an_h100():
     assert [m.comm for m in mech.mechanisms(2, "cuda", (0, 8))] == ["allreduce", "allreduce"]
 
 
+def test_on_an_amd_gpu_the_ptx_kernels_rows_are_refused_with_why_and_the_rest_run():
+    """The NCCL-shaped kernel and the spin read %globaltimer through inline PTX: on an AMD
+    GPU (torch's device type is "cuda" there too) their rows are "not run", saying so, even
+    with --comm-ctas; the proxies and co-located rows keep their own checks."""
+    got = mech.mechanisms(1, "cuda", (0,), "AMD Instinct MI210", comm_ctas=16)
+    ptx = [m for m in got if m.comm in ("spin", "nccl-shaped")]
+    assert len(ptx) == len(mech.SM_HELD) + 1 + len(mech.COLOCATED_WORLDS)
+    assert all("NVIDIA GPUs only" in m.refused and "MI210" in m.refused for m in ptx)
+    assert all(m.refused is None for m in got if m.comm in ("copy", "onerank-avg", "coloc"))
+
+
 def test_the_plan_prices_the_axis_at_one_size_beside_the_gemms():
     preset = get_preset("quick")
     grid = [(p.mech, p.kind, p.comm_bytes) for p in spec_of("contention").configs(preset)]

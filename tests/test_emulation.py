@@ -579,3 +579,28 @@ def test_the_preview_bounds_eq1_by_the_compute_that_ran_beside_communication():
     line = _first_line(run.summary, run.configs, run.verdicts)
     assert "its traffic as one persistent NCCL-shaped kernel a collective" in line
     assert "paced local copies" not in line and "Only 1.3 % of compute time" in line
+
+
+def test_the_nccl_shaped_stand_in_is_refused_on_an_amd_gpu_before_the_ranks_start(monkeypatch):
+    """Its kernel reads %globaltimer through inline PTX: one line naming the GPU and what
+    is accepted there (exit 2 through the CLI's ArtifactError), before anything launches."""
+    import argparse
+
+    import torch
+
+    from artifact.core.config import get_preset
+    from artifact.run.request import processes
+
+    preset = get_preset("quick")
+    args = argparse.Namespace(stand_in="nccl-shaped", link_gbps=100.0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "AMD Instinct MI250X/MI250")
+    with pytest.raises(ArtifactError) as refused:
+        processes(args, "cuda", preset, emulated=True)
+    line = str(refused.value)
+    assert "\n" not in line and "'AMD Instinct MI250X/MI250'" in line
+    assert "--stand-in nccl-shaped" in line and "accepted here: --stand-in copy" in line
+    assert (
+        processes(argparse.Namespace(stand_in="copy", link_gbps=100.0), "cuda", preset, True) == 1
+    )
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "NVIDIA H100 80GB HBM3")
+    assert processes(args, "cuda", preset, emulated=True) == 1

@@ -81,6 +81,17 @@ def _channels() -> dict:
     return json.loads(text)["models"]
 
 
+def ptx_refusal(gpu_name: str | None, what: str = "--stand-in nccl-shaped") -> str | None:
+    """Why the NCCL-shaped kernel (and the SM-holding spin, its kernel) cannot run on this
+    GPU, or None: it reads NVIDIA's %globaltimer through inline PTX, which AMD GPUs lack."""
+    if "AMD" not in (gpu_name or ""):
+        return None
+    return (
+        f"{what} runs a kernel that reads NVIDIA's %globaltimer (inline PTX): NVIDIA GPUs "
+        f"only, and this GPU is {gpu_name!r}; accepted here: --stand-in copy"
+    )
+
+
 def nccl_channels(gpu_name: str | None, world: int) -> int | None:
     """NCCL's ring channels per rank on this GPU model at `world` (package data), or None."""
     for model, row in _channels().items():

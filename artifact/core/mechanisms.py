@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from artifact.core.emulated import LINK_GBS, link_gbs, nccl_channels
+from artifact.core.emulated import LINK_GBS, link_gbs, nccl_channels, ptx_refusal
 
 SM_HELD = (4, 8, 16, 24, 32)  # CTAs of the spin-only kernel
 STAND_IN_WORLD = 4  # the W the stand-in and the spin stand for (the paper's 4 GPUs)
@@ -97,6 +97,7 @@ def _one_gpu_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
     ctas = comm_ctas or nccl_channels(gpu, w)
     no_ctas = None if ctas else f"no NCCL channel count known for GPU {gpu!r}; pass --comm-ctas"
     ctas = ctas or 16  # a label only: the row is refused
+    no_ptx = ptx_refusal(gpu, "the NCCL-shaped stand-in and the SMs-held rows")
     out = []  # co-located NCCL and its twins first: the validation is what matters most
     for cw in COLOCATED_WORLDS:
         coloc = f"coloc-nccl-{ctas}cta-w{cw}"
@@ -117,7 +118,7 @@ def _one_gpu_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
                 ONE_GPU_NOTES["twin"].format(ctas=ctas, ranks=cw),
                 {"ctas": ctas, "ranks": cw, "copies": cw},
                 False,
-                no_ctas,
+                no_ptx or no_ctas,
                 twin_of=coloc,
             )
         )
@@ -128,7 +129,7 @@ def _one_gpu_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
             ONE_GPU_NOTES["nccl-shaped"].format(ctas=ctas, ranks=w),
             {"ctas": ctas, "ranks": w, "link_gbps": link},
             False,
-            no_link or no_ctas,
+            no_ptx or no_link or no_ctas,
         )
     )
     out += [
@@ -138,7 +139,7 @@ def _one_gpu_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
             ONE_GPU_NOTES["spin"].format(ctas=c, ranks=w),
             {"ctas": c, "ranks": w, "link_gbps": link},
             False,
-            no_link,
+            no_ptx or no_link,
         )
         for c in SM_HELD
     ]

@@ -154,13 +154,8 @@ def side_by_side(summary: pd.DataFrame, metrics=("slowdown", "sequential_penalty
     return out
 
 
-def preview_section(doc: Doc, run: Results) -> None:
-    """The section, where the folder has emulated rows."""
-    emulated = run.emulated_configs
-    if not emulated:
-        return
-    doc.h(2, "Emulated W-GPU preview (one GPU)")
-    doc.p(FIDELITY)
+def _rows_table(doc: Doc, run: Results, emulated: list[str]) -> None:
+    """One row an emulated configuration, then how far its overlap lets Eq. 1 go."""
     s = run.summary
     doc.table(
         ["configuration", "W", "stand-in", "Eq. 1 slowdown", "sequential penalty",
@@ -184,6 +179,17 @@ def preview_section(doc: Doc, run: Results) -> None:
             "over compute time (means of `overlap`). "
             + bound_sentence(shares, paper_mean_slowdown(run.verdicts))
         )
+
+
+def preview_section(doc: Doc, run: Results) -> None:
+    """The section, where the folder has emulated rows."""
+    emulated = run.emulated_configs
+    if not emulated:
+        return
+    doc.h(2, "Emulated W-GPU preview (one GPU)")
+    doc.p(FIDELITY)
+    _rows_table(doc, run, emulated)
+    s = run.summary
     previews = of_type(run.verdicts, "preview")
     counted_here = counted(run.verdicts, "preview")["verdict"].value_counts()
     if not counted_here.empty:

@@ -104,10 +104,13 @@ def processes(args: argparse.Namespace, device: str, preset, emulated: bool = Fa
         if device != "cpu":
             import torch
 
-            from artifact.core.emulated import link_gbs
+            from artifact.core.emulated import link_gbs, ptx_refusal
 
             # an unknown GPU without --link-gbps is refused here, before the ranks start
-            link_gbs(torch.cuda.get_device_name(0), args.link_gbps)
+            name = torch.cuda.get_device_name(0)
+            link_gbs(name, args.link_gbps)
+            if getattr(args, "stand_in", None) == "nccl-shaped" and (why := ptx_refusal(name)):
+                raise ArtifactError(why)
         return 1
     if device == "cpu":
         if args.gpus:
