@@ -87,6 +87,18 @@ def test_one_gpus_mechanism_axis_on_an_h100():
     assert [m.comm for m in mech.mechanisms(2, "cuda", (0, 8))] == ["allreduce", "allreduce"]
 
 
+def test_a_twin_and_its_co_located_ranks_are_queued_the_same_way():
+    """The validation compares two kernels, so their launch order must match: both on the
+    bench's side stream, ahead of the compute they overlap."""
+    from artifact.workloads.microbench import SIDE_STREAM_COMMS
+
+    got = mech.mechanisms(1, "cuda", (0,), "NVIDIA H100 80GB HBM3")
+    coloc = {m.parallelism: m for m in got if m.comm == "coloc"}
+    twins = [m for m in got if m.twin_of]
+    assert twins and all(coloc[t.twin_of].comm in SIDE_STREAM_COMMS for t in twins)
+    assert all(t.comm in SIDE_STREAM_COMMS for t in twins)
+
+
 def test_on_an_amd_gpu_the_ptx_kernels_rows_are_refused_with_why_and_the_rest_run():
     """The NCCL-shaped kernel and the spin read %globaltimer through inline PTX: on an AMD
     GPU (torch's device type is "cuda" there too) their rows are "not run", saying so, even

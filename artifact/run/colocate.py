@@ -111,7 +111,7 @@ class Colocated:
         zero-byte control), so the peers' buffers are allocated once at full size."""
         like = full if full is not None else buf
         event = None
-        if self.cuda:  # every rank starts after the compute queued before, as rank 0 does
+        if self.cuda:  # each rank starts after what the caller's stream queued, as rank 0 does
             event = torch.cuda.Event()
             event.record(torch.cuda.current_stream(self.device))
         futures = [
