@@ -37,6 +37,8 @@ from artifact.results import Results
 from artifact.store import atomic_write_text
 from artifact.workloads import beyond_paper
 
+TRAINING = ("fsdp", "fsdp2", "pipeline")  # the parallelisms of the training figures' rows
+
 
 def _evaluated_figures(verdicts: pd.DataFrame) -> str:
     """Which figures the items judged here come from, as a sentence."""
@@ -74,7 +76,18 @@ def _first_line(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame) ->
         return f"**Emulated on 1 x {', '.join(gpus)}: rank 0 of {' and '.join(map(str, emulated_worlds))} GPUs run alone, its traffic as {how}.** No collective crossed a link, so nothing here reproduces or refutes the paper: the emulated rows are a preview, shown beside the paper's numbers and never counted (section 'Emulated W-GPU preview').{bound} {counts} {where}"
     if n == 1:
         return f"**Measured on 1 x {', '.join(gpus)}: what one GPU can judge.** With one GPU a collective moves no data, so the training figures (Figs. 4, 5, 10, 11) run no communication and their overlap claims are not applicable; the microbenchmarks run beside labelled one-GPU proxies. {counts} {where} The contention map is beyond the paper: it is measured, not counted among the paper's items. The paper used 4 GPUs of one node."
-    return f"**Reproduction on {n} x {', '.join(gpus)}** (the paper used 4 x A100, H100, MI250 or MI210; numbers from other GPUs are compared only through hardware-independent quantities and the claims). {counts} {where}"
+    return f"**Reproduction on {n} x {', '.join(gpus)}** (the paper used 4 x A100, H100, MI250 or MI210; numbers from other GPUs are compared only through hardware-independent quantities and the claims). {counts} {where}{_training_bound(summary, configs, verdicts)}"
+
+
+def _training_bound(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame) -> str:
+    """Where the training rows overlapped so little compute that Eq. 1 could not reach the
+    paper's mean, that bound ('' where it could)."""
+    ids = [c for c, v in configs.items() if v.get("parallelism") in TRAINING and not v.get("emulated_world")]  # fmt: skip
+    shares = [x for c in ids if (x := emulated.beside_share(summary, c)) is not None]
+    paper = emulated.paper_mean_slowdown(verdicts)
+    if not shares or paper is None or max(shares) / (1 - max(shares)) >= paper:
+        return ""
+    return " " + emulated.bound_sentence(shares, paper, "the training rows")
 
 
 def first_screen(doc: Doc, run: Results) -> None:

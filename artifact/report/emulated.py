@@ -117,14 +117,16 @@ def paper_mean_slowdown(verdicts: pd.DataFrame) -> float | None:
     return float(rows.iloc[0]) if not rows.empty and pd.notna(rows.iloc[0]) else None
 
 
-def bound_sentence(shares: list[float], paper: float | None) -> str:
+def bound_sentence(
+    shares: list[float], paper: float | None, rows: str = "the emulated rows"
+) -> str:
     """How far Eq. 1 can go where little compute ran beside communication: if only those
     kernels slowed, Eq. 1 <= s / (1 - s), however slow they ran (s: that share of compute
     time in `overlap`, where the slowed time itself is measured)."""
     top = max(shares)
     text = (
         f"Only {100 * top:.1f} % of compute time ran beside communication here (the most over "
-        f"the emulated rows). If only those kernels slowed, Eq. 1, which averages over all "
+        f"{rows}). If only those kernels slowed, Eq. 1, which averages over all "
         f"compute, can read at most {100 * top / (1 - top):.1f} %, however slow they ran"
     )
     if paper is None:
