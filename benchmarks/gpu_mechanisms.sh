@@ -10,7 +10,8 @@
 #   all              README's main command at quick (`python -m artifact all --preset quick`,
 #                    what `nox -s all` runs), into the folder quick; resumed like the others
 # Each run's folder stays in /tmp/NAME while the machine is warm, else it is resumed from
-# build/dev/resume/NAME.tgz; it comes back as OUT/NAME.tgz (profiler traces left out).
+# build/dev/resume/NAME.tgz; it comes back as OUT/NAME.tgz (profiler traces left out). A
+# folder resumes only at the commit it was measured at: a run refuses another's folder.
 # A newer NCCL (co-located ranks need 2.30+): build/dev/nccl/libnccl.xz, see
 # benchmarks/slim_nccl.py; preloaded where present, for probe and mech only.
 # Here:  git archive HEAD -o build/dev/src.tgz ... (benchmarks/device_pack.sh does it all)
