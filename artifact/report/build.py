@@ -82,7 +82,11 @@ def _first_line(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame) ->
 def _training_bound(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame) -> str:
     """Where the training rows overlapped so little compute that Eq. 1 could not reach the
     paper's mean, that bound ('' where it could)."""
-    ids = [c for c, v in configs.items() if v.get("parallelism") in TRAINING and not v.get("emulated_world")]  # fmt: skip
+    ids = [
+        c
+        for c, v in configs.items()
+        if v.get("parallelism") in TRAINING and not v.get("emulated_world")
+    ]
     shares = [x for c in ids if (x := emulated.beside_share(summary, c)) is not None]
     paper = emulated.paper_mean_slowdown(verdicts)
     if not shares or paper is None or max(shares) / (1 - max(shares)) >= paper:

@@ -103,7 +103,8 @@ def beside_share(summary: pd.DataFrame, config_id: str) -> float | None:
     time (overlap fraction x communication time) over compute time, from the means."""
     if not {"config_id", "mode", "metric", "mean"} <= set(summary.columns):
         return None
-    rows = [_row(summary, config_id, "overlap", m) for m in ("overlap_fraction", "communication_ms", "compute_ms")]  # fmt: skip
+    metrics = ("overlap_fraction", "communication_ms", "compute_ms")
+    rows = [_row(summary, config_id, "overlap", m) for m in metrics]
     if any(r is None or pd.isna(r["mean"]) for r in rows) or rows[2]["mean"] <= 0:
         return None
     return float(rows[0]["mean"] * rows[1]["mean"] / rows[2]["mean"])
