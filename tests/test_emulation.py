@@ -571,10 +571,10 @@ def test_the_preview_bounds_eq1_by_the_compute_that_ran_beside_communication():
     assert share == pytest.approx(0.122 * 20.44 / 192.5, rel=0.02)
     assert beside_share(run.summary, "no_such_config") is None
     # the bound: s = 0.2 allows 25 %; the paper's 18.9 % needs s >= 0.189 / 1.189
-    text = bound_sentence([0.05, 0.2], 0.189)
+    text = bound_sentence(0.2, 0.189)
     assert "Only 20.0 % of compute" in text and "at most 25.0 %" in text
     assert "needs at least 15.9 %" in text
-    assert "needs" not in bound_sentence([0.2], None)
+    assert "needs" not in bound_sentence(0.2, None)
     # the first screen names the stand-in that ran and carries the bound
     line = _first_line(run.summary, run.configs, run.verdicts)
     assert "its traffic as one persistent NCCL-shaped kernel a collective" in line

@@ -67,10 +67,10 @@ def _first_line(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame) ->
             " or ".join(sorted({STAND_IN_TEXT[stand_in_of(c)] for c in ids}))
             or STAND_IN_TEXT["copy"]
         )
-        shares = [x for c in ids if (x := emulated.beside_share(summary, c)) is not None]
+        top = emulated.most_beside(summary, ids)
         bound = (
-            f" {emulated.bound_sentence(shares, emulated.paper_mean_slowdown(verdicts))}"
-            if shares
+            f" {emulated.bound_sentence(top, emulated.paper_mean_slowdown(verdicts))}"
+            if top is not None
             else ""
         )
         return f"**Emulated on 1 x {', '.join(gpus)}: rank 0 of {' and '.join(map(str, emulated_worlds))} GPUs run alone, its traffic as {how}.** No collective crossed a link, so nothing here reproduces or refutes the paper: the emulated rows are a preview, shown beside the paper's numbers and never counted (section 'Emulated W-GPU preview').{bound} {counts} {where}"
@@ -87,11 +87,11 @@ def _training_bound(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame
         for c, v in configs.items()
         if v.get("parallelism") in TRAINING and not v.get("emulated_world")
     ]
-    shares = [x for c in ids if (x := emulated.beside_share(summary, c)) is not None]
+    top = emulated.most_beside(summary, ids)
     paper = emulated.paper_mean_slowdown(verdicts)
-    if not shares or paper is None or max(shares) / (1 - max(shares)) >= paper:
+    if top is None or paper is None or emulated.eq1_bound(top) >= paper:
         return ""
-    return " " + emulated.bound_sentence(shares, paper, "the training rows")
+    return " " + emulated.bound_sentence(top, paper, "the training rows")
 
 
 def first_screen(doc: Doc, run: Results) -> None:

@@ -118,17 +118,25 @@ def paper_mean_slowdown(verdicts: pd.DataFrame) -> float | None:
     return float(rows.iloc[0]) if not rows.empty and pd.notna(rows.iloc[0]) else None
 
 
-def bound_sentence(
-    shares: list[float], paper: float | None, rows: str = "the emulated rows"
-) -> str:
-    """How far Eq. 1 can go where little compute ran beside communication: if only those
-    kernels slowed, Eq. 1 <= s / (1 - s), however slow they ran (s: that share of compute
-    time in `overlap`, where the slowed time itself is measured)."""
-    top = max(shares)
+def most_beside(summary: pd.DataFrame, config_ids) -> float | None:
+    """The largest share of compute beside communication over `config_ids` (None: none has one)."""
+    shares = [x for c in config_ids if (x := beside_share(summary, c)) is not None]
+    return max(shares, default=None)
+
+
+def eq1_bound(share: float) -> float:
+    """The most Eq. 1 can read if only the kernels beside communication slowed, however
+    slow they ran: the slowed time lies within `share` of overlap's compute, so at most
+    share / (1 - share) of the sequential compute."""
+    return share / (1 - share)
+
+
+def bound_sentence(top: float, paper: float | None, rows: str = "the emulated rows") -> str:
+    """How far Eq. 1 can go where at most `top` of compute time ran beside communication."""
     text = (
         f"Only {100 * top:.1f} % of compute time ran beside communication here (the most over "
         f"{rows}). If only those kernels slowed, Eq. 1, which averages over all "
-        f"compute, can read at most {100 * top / (1 - top):.1f} %, however slow they ran"
+        f"compute, can read at most {100 * eq1_bound(top):.1f} %, however slow they ran"
     )
     if paper is None:
         return text + "."
@@ -160,6 +168,7 @@ def side_by_side(summary: pd.DataFrame, metrics=("slowdown", "sequential_penalty
 def _rows_table(doc: Doc, run: Results, emulated: list[str]) -> None:
     """One row an emulated configuration, then how far its overlap lets Eq. 1 go."""
     s = run.summary
+    shares = {c: beside_share(s, c) for c in emulated}
     doc.table(
         ["configuration", "W", "stand-in", "Eq. 1 slowdown", "sequential penalty",
          "compute beside communication (overlap)", "MiB per step (overlap)",
@@ -168,19 +177,19 @@ def _rows_table(doc: Doc, run: Results, emulated: list[str]) -> None:
         [
             [c, str(run.emulated_world(c) or "?"), _stand_in(run.configs.get(c, {}) | {"config_id": c}),
              _ci(_derived(s, c, "slowdown")), _ci(_derived(s, c, "sequential_penalty")),
-             _share_text(beside_share(s, c)),
+             _share_text(shares[c]),
              _measured(s, c, "overlap", "emulated_mib_per_step"),
              _link_text(s, c, run.provenance.get("emulated_link_gbps")),
              _peak_text(s, c, run.configs.get(c, {}).get("memory_estimate_gib"))]
             for c in emulated
         ],
     )  # fmt: skip
-    shares = [x for c in emulated if (x := beside_share(s, c)) is not None]
-    if shares:
+    known = [x for x in shares.values() if x is not None]
+    if known:
         doc.p(
             "Compute beside communication: the overlap fraction times communication time, "
             "over compute time (means of `overlap`). "
-            + bound_sentence(shares, paper_mean_slowdown(run.verdicts))
+            + bound_sentence(max(known), paper_mean_slowdown(run.verdicts))
         )
 
 

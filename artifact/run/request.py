@@ -109,7 +109,7 @@ def processes(args: argparse.Namespace, device: str, preset, emulated: bool = Fa
             # an unknown GPU without --link-gbps is refused here, before the ranks start
             name = torch.cuda.get_device_name(0)
             link_gbs(name, args.link_gbps)
-            if getattr(args, "stand_in", None) == "nccl-shaped" and (why := ptx_refusal(name)):
+            if args.stand_in == "nccl-shaped" and (why := ptx_refusal(name)):
                 raise ArtifactError(why)
         return 1
     if device == "cpu":
