@@ -13,6 +13,7 @@ from artifact.core.config import get_preset
 from artifact.figures import spec_of
 from artifact.judge import standin
 from artifact.run import colocate
+from tests.conftest import ROOT
 
 
 @pytest.mark.parametrize("w", [2, 4])
@@ -245,3 +246,36 @@ def test_no_validation_where_co_located_nccl_did_not_run_beside_the_compute(besi
     (row,) = standin.verdict_rows(pd.DataFrame(rows), CONFIGS)
     assert row["verdict"] == verdict
     assert ("did not run side by side" in row["reason"]) == (verdict == "inconclusive")
+
+
+def test_the_package_datas_h100_validation_is_what_its_records_give():
+    """artifact/data/standin_validation.json against the run it names, judged again here."""
+    from artifact.core.emulated import validations
+    from artifact.results import Results
+
+    runs = validations("NVIDIA H100 80GB HBM3")
+    assert {r["world"] for r in runs} == {2, 4}
+    for entry in runs:
+        run = Results.load(ROOT / entry["records"])
+        rows = {r["config_id"]: r for r in standin.verdict_rows(run.summary, run.configs)}
+        row = rows[entry["config_id"]]
+        assert row["verdict"] == entry["verdict"]
+        got = [round(100 * row[k], 2) for k in ("mean", "ci_low", "ci_high")]
+        assert got == pytest.approx(entry["points"], abs=0.005)
+        assert run.provenance["git_commit"].startswith(entry["commit"])
+
+
+def test_an_emulated_rows_note_says_what_the_validation_read_at_its_world():
+    from artifact.core.emulated import NOT_VALIDATED, note, validation_sentence
+
+    h100 = "NVIDIA H100 80GB HBM3"
+    at4 = note(4, "nccl-shaped", 16, h100)
+    assert "stand-in not validated at W = 4 on H100 (inconclusive: " in at4
+    assert "+3.9 points [+2.9, +4.8]" in at4
+    assert "stand-in validated at W = 2 on H100 (validated: " in note(2, "nccl-shaped", 16, h100)
+    assert f"{NOT_VALIDATED} at W = 8" in note(8, "nccl-shaped", 16, h100)
+    assert f"{NOT_VALIDATED} at W = 4" in note(4, "nccl-shaped", 8, "NVIDIA A100-SXM4-80GB")
+    assert note(4, "copy", None, h100).endswith(f"{NOT_VALIDATED})")  # the copies are not checked
+    assert "validated at W = 2" in validation_sentence(h100)
+    assert "inconclusive at W = 4" in validation_sentence(h100)
+    assert "not been measured on NVIDIA A100" in validation_sentence("NVIDIA A100")

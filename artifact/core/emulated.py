@@ -26,8 +26,9 @@ EMULATION_OPTIONS = frozenset({"emulate_world", "link_gbps", "stand_in", "comm_c
 # what moves rank 0's bytes (artifact.run.emulation): paced copies, or one persistent
 # kernel of C CTAs a collective, shaped as NCCL's ring (artifact.workloads.nccl_shaped)
 STAND_INS = ("copy", "nccl-shaped")
-DEFAULT_STAND_IN = "copy"  # until the NCCL-shaped one is validated on a GPU model
+DEFAULT_STAND_IN = "copy"  # until the NCCL-shaped one is validated at the W it emulates
 NOT_VALIDATED = "stand-in not validated on this GPU"
+VALIDATION_WORDS = {"holds": "validated", "fails": "not validated", "inconclusive": "inconclusive"}
 
 
 def check_world(value, flag: str = "--emulate-world") -> int:
@@ -79,6 +80,52 @@ def check_ctas(value, flag: str = "--comm-ctas") -> int:
 def _channels() -> dict:
     text = resources.files("artifact.data").joinpath("nccl_channels.json").read_text()
     return json.loads(text)["models"]
+
+
+@cache
+def _validations() -> dict:
+    text = resources.files("artifact.data").joinpath("standin_validation.json").read_text()
+    return json.loads(text)["models"]
+
+
+def validations(gpu_name: str | None) -> list[dict]:
+    """The NCCL-shaped stand-in's measured validations on this GPU model (package data)."""
+    for model, runs in _validations().items():
+        if model in (gpu_name or ""):
+            return [run | {"model": model} for run in runs]
+    return []
+
+
+def _points(run: dict) -> str:
+    d, lo, hi = run["points"]
+    return f"twin minus co-located NCCL {d:+.1f} points [{lo:+.1f}, {hi:+.1f}]"
+
+
+def validation_text(gpu_name: str | None, world: int) -> str:
+    """What the NCCL-shaped stand-in's validation says at `world` on this GPU model."""
+    for run in validations(gpu_name):
+        if run["world"] == world:
+            label = "validated" if run["verdict"] == "holds" else "not validated"
+            word = VALIDATION_WORDS[run["verdict"]]
+            return f"stand-in {label} at W = {world} on {run['model']} ({word}: {_points(run)})"
+    return f"{NOT_VALIDATED} at W = {world}"
+
+
+def validation_sentence(gpu_name: str | None) -> str:
+    """Every validation measured on this GPU model, as one sentence for the report."""
+    runs = validations(gpu_name)
+    if not runs:
+        where = f"on {gpu_name}" if gpu_name else "here: no GPU ran"
+        return f"The check has not been measured {where}."
+    first = runs[0]
+    return (
+        f"On {first['model']} the check has read: "
+        + "; ".join(
+            f"{VALIDATION_WORDS[r['verdict']]} at W = {r['world']} ({_points(r)})" for r in runs
+        )
+        + f" (one {first['model']}, NCCL {first['nccl']}, commit {first['commit']}, "
+        f"{first['date']}; package data artifact/data/standin_validation.json)."
+    )
 
 
 def ptx_refusal(gpu_name: str | None, what: str = "--stand-in nccl-shaped") -> str | None:
@@ -156,13 +203,17 @@ STAND_IN_TEXT = {
 }
 
 
-def note(emulated: int, stand_in: str | None = None, ctas: int | None = None) -> str:
+def note(
+    emulated: int, stand_in: str | None = None, ctas: int | None = None, gpu: str | None = None
+) -> str:
+    shaped = stand_in == "nccl-shaped"
     how = (
         f"one persistent NCCL-shaped kernel of {ctas} CTAs a collective, paced to the link"
-        if stand_in == "nccl-shaped"
+        if shaped
         else STAND_IN_TEXT["copy"]
     )
+    checked = validation_text(gpu, emulated) if shaped else NOT_VALIDATED
     return (
         f"{NOTE_PREFIX} rank 0 of {emulated} ranks alone on one device (fake process "
-        f"group; collectives are {how}: no real link, no peers, no bubble; {NOT_VALIDATED})"
+        f"group; collectives are {how}: no real link, no peers, no bubble; {checked})"
     )

@@ -93,7 +93,7 @@ def base_config(
     world = ctx.options.emulate_world
     stand_in, ctas = emulation.stand_in() if world else (None, None)
     notes = (
-        emulated.note(world, stand_in, ctas) if world else "",
+        emulated.note(world, stand_in, ctas, ctx.provenance.get("gpu_model")) if world else "",
         extra.pop("note", ""),
         "" if ctx.device.type == "cuda" else CPU_NOTE,
     )

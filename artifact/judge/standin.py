@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import pandas as pd
 from scipy import stats
 
+from artifact.core.emulated import VALIDATION_WORDS as WORDS
 from artifact.core.mechanisms import VALIDATION_POINTS
 from artifact.judge.verdicts import as_sentence, equivalence
 
@@ -22,7 +23,6 @@ ITEM = "stand_in_matches_colocated_nccl"
 # overlap fraction (the collective's time inside the compute's) it mostly ran before or
 # after it (on an H100 its ranks' kernels waited for the GEMM), and there is no verdict.
 MIN_OVERLAP = 0.5
-WORDS = {"holds": "validated", "fails": "not validated", "inconclusive": "inconclusive"}
 
 
 def _slowdown(summary: pd.DataFrame, config_id: str) -> dict | None:

@@ -11,7 +11,7 @@ import math
 
 import pandas as pd
 
-from artifact.core.emulated import EMULATED_SUFFIX, stand_in_of
+from artifact.core.emulated import EMULATED_SUFFIX, stand_in_of, validation_sentence
 from artifact.core.units import MIB
 from artifact.judge.controls import WHAT
 from artifact.judge.verdicts import counted, of_type
@@ -36,8 +36,9 @@ FIDELITY = (
     "short: no real NVLink or NCCL protocol, no peers' load, no pipeline bubble. With "
     "--stand-in nccl-shaped the bytes move instead in one persistent kernel of C CTAs a "
     "collective, shaped as NCCL's ring (the stand-in column says which ran); it is "
-    "checked against co-located NCCL ranks by the contention map, and until that check "
-    "holds on this GPU model: stand-in not validated on this GPU."
+    "checked against co-located NCCL ranks by the contention map, one W at a time, and until "
+    "that check holds on this GPU model at the W it emulates: stand-in not validated on this "
+    "GPU."
 )
 
 
@@ -199,7 +200,7 @@ def preview_section(doc: Doc, run: Results) -> None:
     if not emulated:
         return
     doc.h(2, "Emulated W-GPU preview (one GPU)")
-    doc.p(FIDELITY)
+    doc.p(FIDELITY + " " + validation_sentence(run.provenance.get("gpu_model")))
     _rows_table(doc, run, emulated)
     s = run.summary
     previews = of_type(run.verdicts, "preview")
