@@ -3,10 +3,13 @@
 # results/ left out), the wheels a lent GPU machine lacks (benchmarks/device_wheels.sh),
 # and, with `nccl`, NCCL 2.32.3 slimmed to one GPU architecture (benchmarks/slim_nccl.py).
 # Usage, from the repository root: bash benchmarks/device_pack.sh [nccl [SM]]
+# COMMIT=abc1234 packs that commit's source instead of HEAD: a results folder resumes only
+# at the commit it was measured at (its README names it). RESUME="NAME=DIR ..." packs each
+# results folder DIR as build/dev/resume/NAME.tgz, which the step writing NAME resumes.
 set -euo pipefail
 dev=build/dev; mkdir -p "$dev"
 git diff --quiet HEAD -- artifact benchmarks || echo "warning: uncommitted changes are not packed"
-git archive --format=tar.gz -o "$dev/src.tgz" HEAD -- . ':(exclude)results'
+git archive --format=tar.gz -o "$dev/src.tgz" "${COMMIT:-HEAD}" -- . ':(exclude)results'
 [ -d "$dev/whl" ] || { bash benchmarks/device_wheels.sh && mv .whl "$dev/whl"; }
 if [ "${1:-}" = nccl ] && [ ! -f "$dev/nccl/libnccl.xz" ]; then
   tmp=$(mktemp -d)
@@ -18,4 +21,9 @@ if [ "${1:-}" = nccl ] && [ ! -f "$dev/nccl/libnccl.xz" ]; then
   sha256sum < "$tmp/slim.so" | cut -d' ' -f1 > "$dev/nccl/sha256"
   xz -9 -T0 -c "$tmp/slim.so" > "$dev/nccl/libnccl.xz"; rm -rf "$tmp"
 fi
+for pair in ${RESUME:-}; do
+  mkdir -p "$dev/resume"
+  tar czf "$dev/resume/${pair%%=*}.tgz" -C "${pair#*=}" --exclude=./README.md --exclude=./report \
+    --exclude=./summary.csv --exclude=./verdicts.csv .
+done
 du -sh "$dev"/*
