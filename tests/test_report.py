@@ -567,3 +567,18 @@ def test_the_mechanism_section_tables_one_gpus_axis_and_says_when_nothing_was_me
     cpu = Doc(title="t")
     assert mechanisms.section(cpu, summary, configs, None, tmp_path, measured_on_gpu=False) == []
     assert "Nothing of this section was measured here" in to_markdown(cpu)
+
+
+def test_the_models_line_lists_every_training_rows_model_fsdp2_alone_too():
+    from types import SimpleNamespace
+
+    from artifact.report.appendix import _models
+
+    def run(*rows):
+        return SimpleNamespace(summary=pd.DataFrame(rows, columns=["parallelism", "model"]))
+
+    assert _models(run(("fsdp2", "gpt3-2.7b"))) == "GPT-3 2.7B"  # --fsdp-impl fsdp2 alone
+    assert _models(run(("pipeline", "gpt3-1.3b"), ("fsdp", "llama2-13b"))) == (
+        "GPT-3 1.3B, LLaMA-2 13B"
+    )
+    assert _models(run(("allreduce", "matmul-8192"))) == "none (no training figure ran)"

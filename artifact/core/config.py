@@ -15,6 +15,8 @@ from artifact.core.errors import bad_choice
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "rocm")
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
 PARALLELISMS: tuple[str, ...] = ("fsdp", "pipeline")
+# the parallelism training rows carry (fsdp2: --fsdp-impl's torch FSDP2 rows beside DeepSpeed's)
+TRAINING_PARALLELISMS: tuple[str, ...] = ("fsdp", "fsdp2", "pipeline")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import tomllib
 
-from artifact.core.config import get_preset
+from artifact.core.config import TRAINING_PARALLELISMS, get_preset
 from artifact.core.units import duration, size
 from artifact.env import REPO_ROOT
 from artifact.estimate import reference
@@ -278,7 +278,7 @@ def _license() -> str:
 
 
 def _models(run: Results) -> str:
-    training = run.summary["parallelism"].isin(["fsdp", "pipeline"])
+    training = run.summary["parallelism"].isin(TRAINING_PARALLELISMS)
     trained = sorted({model_name(m) for m in run.summary.loc[training, "model"]})
     return ", ".join(trained) or "none (no training figure ran)"
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from artifact.analyze.aggregate import gpus_in
+from artifact.core.config import TRAINING_PARALLELISMS
 from artifact.core.emulated import STAND_IN_TEXT, stand_in_of
 from artifact.figures import all_figures, paper_figures, spec_of
 from artifact.judge.copies import label, plain_note
@@ -36,8 +37,6 @@ from artifact.report.facts import (
 from artifact.results import Results
 from artifact.store import atomic_write_text
 from artifact.workloads import beyond_paper
-
-TRAINING = ("fsdp", "fsdp2", "pipeline")  # the parallelisms of the training figures' rows
 
 
 def _evaluated_figures(verdicts: pd.DataFrame) -> str:
@@ -85,7 +84,7 @@ def _training_bound(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame
     ids = [
         c
         for c, v in configs.items()
-        if v.get("parallelism") in TRAINING and not v.get("emulated_world")
+        if v.get("parallelism") in TRAINING_PARALLELISMS and not v.get("emulated_world")
     ]
     top = emulated.most_beside(summary, ids)
     paper = emulated.paper_mean_slowdown(verdicts)
