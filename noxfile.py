@@ -214,7 +214,22 @@ def report(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite (CPU; distributed tests use 2 gloo processes)."""
-    session.run(_python(session), "-m", "pytest", *session.posargs)
+    session.run(
+        _python(session),
+        "-m",
+        "pytest",
+        *test_workers(session.posargs, os.cpu_count()),
+        *session.posargs,
+    )
+
+
+def test_workers(posargs: list[str], cpus: int | None) -> list[str]:
+    """pytest-xdist's options unless the caller chose (-n, --numprocesses, -p no:xdist):
+    two processes, a test file each (a file's fixtures run once, in one process)."""
+    chosen = any(
+        a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in posargs
+    )
+    return [] if chosen else ["-n", str(min(2, cpus or 1)), "--dist", "loadfile"]
 
 
 @nox.session

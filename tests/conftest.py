@@ -1,4 +1,5 @@
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -62,13 +63,20 @@ def processes_naming(text: str) -> list[str]:
     return found
 
 
-def spawn_gloo(worker, base_port: int, nprocs: int = 2) -> dict:
+def free_port() -> int:
+    """A TCP port no process holds now (the tests run on several processes at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn_gloo(worker, nprocs: int = 2) -> dict:
     """Run `worker(rank, port, results)` in `nprocs` processes; their shared results dict."""
     import torch.multiprocessing as mp
 
     manager = mp.Manager()
     results = manager.dict()
-    mp.spawn(worker, args=(base_port + os.getpid() % 1000, results), nprocs=nprocs, join=True)
+    mp.spawn(worker, args=(free_port(), results), nprocs=nprocs, join=True)
     return dict(results)
 
 

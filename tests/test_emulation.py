@@ -109,7 +109,7 @@ def _emulated(rank: int, port: int, results):
 
 @pytest.fixture(scope="module")
 def traffic():
-    return spawn_gloo(_real, 29300), spawn_gloo(_emulated, 29400, nprocs=1)
+    return spawn_gloo(_real), spawn_gloo(_emulated, nprocs=1)
 
 
 @pytest.mark.slow
@@ -161,7 +161,7 @@ def test_a_stand_in_fill_is_marked_for_the_trace_and_the_bytes_are_not(traffic):
 def test_ring_fractions_at_larger_worlds():
     """All-reduce moves 2(W-1)/W of its buffer, gathers (W-1)/W: at W = 4, in one
     process under the fake group (spawned: the group is process-wide)."""
-    results = spawn_gloo(_ring_at_4, 29500, nprocs=1)
+    results = spawn_gloo(_ring_at_4, nprocs=1)
     n, size = 4 * 1024, 4
     assert results["all_reduce"] == 2 * 3 * n * size // 4
     assert results["all_gather"] == 3 * n * size // 4

@@ -180,7 +180,7 @@ def _worker(rank: int, port: int, results) -> None:
 
 @pytest.fixture(scope="module")
 def ranks():
-    return spawn_gloo(_worker, 31000)
+    return spawn_gloo(_worker)
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from artifact.core.phases import williams_rows
 from artifact.measure import power
 from artifact.run import runner
 from artifact.store import RunStore
-from tests.conftest import cpu_context
+from tests.conftest import cpu_context, free_port
 
 BASE_S = 0.04  # a step of 40 ms: a loaded host's sleep overshoots by a few ms
 SPELL = 1.5  # a slow spell makes every step 50 % slower
@@ -261,13 +261,10 @@ def _ranks_decide_together(rank: int, port: int, results):
 def test_every_rank_runs_as_many_rounds(tmp_path):
     """Two gloo processes, one quiet and one whose steps stall: both go on to the most
     rounds (a collective in every round must be met by every rank)."""
-    import os
-
     import torch.multiprocessing as mp
 
     results = mp.Manager().dict({"out": str(tmp_path)})
-    port = 29650 + os.getpid() % 1000
-    mp.spawn(_ranks_decide_together, args=(port, results), nprocs=2, join=True)
+    mp.spawn(_ranks_decide_together, args=(free_port(), results), nprocs=2, join=True)
     assert results[0] == results[1] == 8
 
 

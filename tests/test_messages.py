@@ -50,6 +50,23 @@ def test_unknown_sessions_reads_every_way_nox_takes_names():
     assert noxfile.unknown_sessions(["-s", "plan", "--", "-s", "x"], {}, known) == []
 
 
+def test_nox_tests_runs_two_processes_unless_the_caller_chose():
+    import noxfile
+
+    assert noxfile.test_workers([], 2) == ["-n", "2", "--dist", "loadfile"]
+    assert noxfile.test_workers(["-m", "not slow"], 16) == ["-n", "2", "--dist", "loadfile"]
+    assert noxfile.test_workers([], 1) == ["-n", "1", "--dist", "loadfile"]
+    assert noxfile.test_workers([], None) == ["-n", "1", "--dist", "loadfile"]
+    for chosen in (
+        ["-n", "0"],
+        ["-n4"],
+        ["--numprocesses=3"],
+        ["-p", "no:xdist"],
+        ["--dist", "load"],
+    ):
+        assert noxfile.test_workers(["-x", *chosen], 2) == []
+
+
 def test_report_without_a_folder_says_what_to_give():
     res = _nox("-s", "report")
     assert res.returncode == 2, res.stdout + res.stderr

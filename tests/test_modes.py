@@ -69,7 +69,7 @@ def _worker(rank: int, port: int, results):
 
 @pytest.fixture(scope="module")
 def mode_results():
-    return spawn_gloo(_worker, 29000)
+    return spawn_gloo(_worker)
 
 
 @pytest.mark.slow

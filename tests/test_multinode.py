@@ -2,25 +2,18 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import ROOT
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.conftest import ROOT, free_port
 
 
 @pytest.mark.slow
 def test_two_nodes_through_torchrun_rendezvous(tmp_path):
     out = tmp_path / "out"
-    endpoint = f"127.0.0.1:{_free_port()}"
+    endpoint = f"127.0.0.1:{free_port()}"
     cmd = [
         sys.executable,
         "-m",

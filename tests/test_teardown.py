@@ -5,16 +5,17 @@ engines still allocated: DeepSpeed 0.19.8 keeps module-level references that
 engine.destroy() leaves behind. Checked here by counting live models after close().
 """
 
+import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 
 SCRIPT = """
 import gc, os, torch, torch.distributed as dist
-os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29631", RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+os.environ.update(MASTER_ADDR="127.0.0.1", RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
 dist.init_process_group("gloo")
 from artifact.core.config import get_model
 from artifact.run.modes import Mode
@@ -34,7 +35,12 @@ for _ in range(2):
 @pytest.mark.slow
 def test_closed_deepspeed_trainer_leaves_no_model_alive():
     res = subprocess.run(
-        [sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", SCRIPT],
+        cwd=ROOT,
+        env={**os.environ, "MASTER_PORT": str(free_port())},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr[-3000:]
     assert [ln for ln in res.stdout.splitlines() if ln.startswith("live")] == [

@@ -95,7 +95,7 @@ def _compare_modules(config) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def pipeline_losses():
-    return spawn_gloo(_pipeline_worker, 30000)
+    return spawn_gloo(_pipeline_worker)
 
 
 @pytest.mark.slow
