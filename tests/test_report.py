@@ -582,3 +582,19 @@ def test_the_models_line_lists_every_training_rows_model_fsdp2_alone_too():
         "GPT-3 1.3B, LLaMA-2 13B"
     )
     assert _models(run(("allreduce", "matmul-8192"))) == "none (no training figure ran)"
+
+
+def test_a_caption_says_one_device_where_the_world_was_emulated():
+    rows = pd.DataFrame(
+        {"gpu": ["NVIDIA H100 80GB HBM3"] * 2, "config_id": ["a", "b"], "n": [5, 5]}
+    )
+    real = {"a": {"world_size": 4}, "b": {"world_size": 4}}
+    emulated = {k: {**v, "emulated_world": 4} for k, v in real.items()}
+    assert plots.hardware(rows, real) == "4 x NVIDIA H100 80GB HBM3, n = 5"
+    assert (
+        plots.hardware(rows, emulated)
+        == "1 x NVIDIA H100 80GB HBM3 as rank 0 of 4 (emulated), n = 5"
+    )
+    assert (
+        plots.hardware(rows.assign(gpu="cpu"), {"a": {"world_size": 2}}) == "2 x CPU (gloo), n = 5"
+    )

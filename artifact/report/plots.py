@@ -83,13 +83,18 @@ def config_labels(config_ids: list[str], configs: dict) -> tuple[list[str], str]
 
 
 def hardware(rows: pd.DataFrame, configs: dict, with_n: bool = True) -> str:
-    """'1 x NVIDIA H200, n = 5' for the rows drawn (the records' device name)."""
+    """'1 x NVIDIA H200, n = 5' for the rows drawn (the records' device name); an emulated
+    world ran on one device: '1 x NVIDIA H100 as rank 0 of 4 (emulated), n = 5'."""
     gpus = sorted({str(g) for g in rows["gpu"].dropna()})
-    world = max((configs.get(c, {}).get("world_size", 1) for c in rows["config_id"]), default=1)
+    used = [configs.get(c, {}) for c in rows["config_id"]]
+    world = max((c.get("world_size", 1) for c in used), default=1)
+    emulated = max((c.get("emulated_world") or 0 for c in used), default=0)
     where = "CPU (gloo)" if gpus in ([], ["cpu"]) else ", ".join(g for g in gpus if g != "cpu")
     n = rows["n"].dropna().astype(int)
     reps = f", n = {n.min()}" + ("" if n.min() == n.max() else f"-{n.max()}")
     reps = reps if with_n and not n.empty else ""
+    if emulated:
+        return f"1 x {where} as rank 0 of {emulated} (emulated){reps}"
     return f"{world} x {where}{reps}"
 
 
