@@ -6,6 +6,7 @@ summary.csv only (docs/measurement.md, "The protocol" and "Controls")."""
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 
@@ -50,7 +51,11 @@ def controls_section(doc: Doc, verdicts: pd.DataFrame) -> None:
         return
     counts = controls["verdict"].value_counts()
     if set(counts.index) == {"not applicable"}:  # a CPU run: 36 rows that all say so
-        reasons = "; ".join(dict.fromkeys(r.rstrip(".") for r in controls["reason"]))
+        # a row shared with another figure says so in its reason: one reason, said once
+        said = (
+            re.sub(r" \(same records as [^)]*\)$", "", r.rstrip(".")) for r in controls["reason"]
+        )
+        reasons = "; ".join(dict.fromkeys(said))
         doc.p(
             f"All {len(controls)} controls are not applicable here: {reasons}. "
             "Their readings are in verdicts.csv (item_type control)."
