@@ -21,7 +21,7 @@ from artifact import cli
 from artifact.core.errors import ArtifactError
 from artifact.run import launch, procs
 from artifact.store import RunStore, check_space, check_uniform_env, commits, stale_summary
-from tests.conftest import ROOT, processes_naming, run_cli, tree
+from tests.conftest import ROOT, free_port, processes_naming, run_cli, tree
 
 
 def _alive(pid: int) -> bool:
@@ -378,9 +378,7 @@ def test_an_unknown_rendezvous_host_is_one_line_at_once(tmp_path):
 
 def test_a_rendezvous_that_does_not_answer_is_refused_within_its_bound(monkeypatch):
     monkeypatch.setattr(launch, "_is_local", lambda family, address: False)
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     started = time.monotonic()
     with pytest.raises(ArtifactError, match=rf"^cannot reach the rendezvous at 127.0.0.1:{port} \(.*, for 2 s\)"):  # fmt: skip
         launch.check_rendezvous(f"127.0.0.1:{port}", 2)
