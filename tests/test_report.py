@@ -601,3 +601,29 @@ def test_a_caption_says_one_device_where_the_world_was_emulated():
     assert (
         plots.hardware(rows.assign(gpu="cpu"), {"a": {"world_size": 2}}) == "2 x CPU (gloo), n = 5"
     )
+
+
+@pytest.mark.parametrize(
+    "gpu, name", [(H100, "quick_h100_measured_s"), ("NVIDIA H200", "quick_h200_measured_s")]
+)
+def test_a_quick_run_is_timed_beside_the_reference_of_its_gpu_model(tmp_path, gpu, name):
+    cid = "gpt3-1.3b_fsdp_fp16_mb8_w4"
+    rows = [_row("fig4", cid, "derived", "slowdown", 0.0)]
+    pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(tmp_path / "summary.csv", index=False)
+    (tmp_path / "configs.json").write_text(json.dumps({cid: {"model": "gpt3-1.3b"}}))
+    RunStore(tmp_path).write_status("fig4", "ran", "every configuration ran")
+    _record(tmp_path, PROVENANCE | {"gpu_model": gpu, "gpu_count": 1, "preset": "quick"})
+    write_verdicts(tmp_path)
+    write_report(tmp_path)
+    checklist = _section((tmp_path / "report" / "appendix.md").read_text(), "# B. Artifact")
+    seconds = reference.values(name)
+    # its figures' times, beside the reference measured on the same GPU model
+    assert re.search(
+        rf"\| fig4 \(also fig5\) \| [^|]+ \| {seconds['fig4'] / 60:.1f} min \|", checklist
+    )
+    assert f"Reference run: {reference.source(name)}." in checklist
+    # the time line lists every measured reference, both GPU models of the quick preset
+    h100, h200 = (
+        sum(reference.values(f"quick_{g}_measured_s").values()) / 60 for g in ("h100", "h200")
+    )
+    assert f"{h200:.1f} min on one H200 (quick), {h100:.1f} min on one H100 (quick)" in checklist

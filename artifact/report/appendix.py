@@ -225,13 +225,18 @@ def _run_time(run: Results, exp: str) -> str:
     return text
 
 
+# The measured quick runs in package data, by the GPU model they ran on.
+QUICK_REFERENCES = {"H200": "quick_h200_measured_s", "H100": "quick_h100_measured_s"}
+
+
 def _reference_name(run: Results) -> str | None:
     """The measured reference that matches this run's preset and hardware, if any."""
     presets = run.seen("preset")
     if presets == ["tiny"]:
         return "tiny_measured_s"
-    if presets == ["quick"] and "H200" in str(run.provenance.get("gpu_model")):
-        return "quick_h200_measured_s"
+    model = str(run.provenance.get("gpu_model"))
+    if presets == ["quick"]:
+        return next((name for gpu, name in QUICK_REFERENCES.items() if gpu in model), None)
     return None
 
 
@@ -295,11 +300,12 @@ def _figures_line(run: Results) -> str:
     )
 
 
-def _reference_sums() -> tuple[float, float]:
-    return (
-        sum(reference.values("tiny_measured_s").values()),
-        sum(reference.values("quick_h200_measured_s").values()),
-    )
+def _reference_runs() -> str:
+    """The measured reference runs' totals, for the check-list's time line."""
+    runs = [f"{duration(sum(reference.values('tiny_measured_s').values()))} on 2 CPU cores (tiny)"]
+    for gpu, name in QUICK_REFERENCES.items():
+        runs.append(f"{duration(sum(reference.values(name).values()))} on one {gpu} (quick)")
+    return ", ".join(runs)
 
 
 def checklist(doc: Doc, run: Results) -> None:
@@ -308,7 +314,6 @@ def checklist(doc: Doc, run: Results) -> None:
     paper = totals(build(get_preset("paper"), figures_of([]), PAPER_GPUS, PAPER_GPU_GIB))
     disk = {part: folder_bytes(run.out / part) for part in ("records", "traces", "logs")}
     shared = bool(run.ran_on.get("other_gpu_processes"))
-    tiny_s, quick_s = _reference_sums()
     here = [t for f in own_records() if (t := figure_time(run.out, f))]
     walls = [t.wall_s for t in here if t.wall_s is not None]
     this_run = f"this run: {duration(sum(t.active_s for t in here))} of measuring (the records' timestamps)" if here else "this run: no records"  # fmt: skip
@@ -332,7 +337,7 @@ def checklist(doc: Doc, run: Results) -> None:
             f"**Experiments:** this run {_figures_line(run)}.",
             f"**How much disk space is required (approximately)?** This run's folder holds records {size(disk['records'])}, profiler traces {size(disk['traces'])} and logs {size(disk['logs'])}. The pinned `.venv/` about 1.6 GiB; the CUDA image 8-10 GB (docs/docker.md); the paper preset's records and traces about {size(paper['disk_bytes'])} (the plan's estimate).",
             "**How much time is needed to prepare the workflow (approximately)?** About 2.5 min for `.venv/` on 2 CPU cores (the first nox session); a Docker build downloads about as much.",
-            f"**How much time is needed to complete experiments (approximately)?** {this_run}. Measured reference runs: {duration(tiny_s)} on 2 CPU cores (tiny), {duration(quick_s)} on one H200 (quick); on 4 GPUs of 80 GiB (paper) at least the plan's estimate below. Per experiment:",
+            f"**How much time is needed to complete experiments (approximately)?** {this_run}. Measured reference runs: {_reference_runs()}; on 4 GPUs of 80 GiB (paper) at least the plan's estimate below. Per experiment:",
         ]
     )
     header, rows = _time_rows(run)
