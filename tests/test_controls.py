@@ -12,6 +12,7 @@ from scipy import stats
 from artifact.judge import controls
 from artifact.judge.compare import compare, mean_of_means
 from artifact.judge.verdicts import paper_items, tally
+from artifact.report.instrument import CONTROLS_TEXT
 from artifact.run import runner
 from tests.test_compare import _folder, _row
 
@@ -88,6 +89,19 @@ def test_world_size_1_rows_are_their_own_controls(tmp_path):
     assert first.loc["control_slowdown", "verdict"] == "holds"
     assert first.loc["control_penalty", "verdict"] == "fails"  # +2 % [1.2, 2.8]: a bias
     assert "world size 1: the collectives move no data" in first.loc["control_penalty", "reason"]
+
+
+def test_a_control_inside_the_band_with_3_repetitions_gets_no_verdict(tmp_path):
+    """-0.4 % [-0.75, -0.10] lies within +-1 point, but 3 repetitions bear no verdict."""
+    rows = [_row("w1", "fsdp", -0.0043, -0.0075, -0.0010) | {"n": 3}]
+    v = compare(_folder(tmp_path, rows, {"w1": {"world_size": 1}}, comm_ms=0.0))
+    control = v[v["item"] == "control_slowdown"].iloc[0]
+    assert control["verdict"] == "inconclusive"
+    assert "too few repetitions to check (n = 3; a check needs 5)" in control["reason"]
+    # the report's controls section says so beside the band rule
+    assert (
+        "inconclusive otherwise, or with fewer than 5 repetitions (the n column)" in CONTROLS_TEXT
+    )
 
 
 def test_fig8_on_one_gpu_is_not_counted_and_its_proxies_are_evidence_apart(

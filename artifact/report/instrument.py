@@ -11,7 +11,7 @@ import re
 import pandas as pd
 
 from artifact.judge.controls import WHAT
-from artifact.judge.verdicts import counted, of_type
+from artifact.judge.verdicts import MIN_REPETITIONS, counted, of_type
 from artifact.report.appendix import measured_text
 from artifact.report.document import Doc
 
@@ -23,7 +23,7 @@ CONTROLS_TEXT = (
     "buffers. On one GPU a collective moves no data anyway, so no extra phase runs: the "
     "configuration's own slowdown and penalty are its control. A control holds where its whole 95 % CI "
     "lies within ±1 point, fails where it lies wholly outside, and is inconclusive "
-    "otherwise; a claim that rests on a control that does not hold is inconclusive, and "
+    f"otherwise, or with fewer than {MIN_REPETITIONS} repetitions (the n column); a claim that rests on a control that does not hold is inconclusive, and "
     "every slowdown and penalty with a measured control is judged as the effect beyond it."
 )
 PROXY_TEXT = (
