@@ -627,3 +627,12 @@ def test_a_quick_run_is_timed_beside_the_reference_of_its_gpu_model(tmp_path, gp
         sum(reference.values(f"quick_{g}_measured_s").values()) / 60 for g in ("h100", "h200")
     )
     assert f"{h200:.1f} min on one H200 (quick), {h100:.1f} min on one H100 (quick)" in checklist
+
+
+def test_a_report_redrawn_from_the_same_run_has_the_same_figure_files(h100_run, monkeypatch):
+    figures = sorted((h100_run / "report" / "figures").glob("*.pdf"))
+    assert figures
+    before = {p.name: p.read_bytes() for p in figures}
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1000000000")  # another clock (matplotlib reads it)
+    write_report(h100_run)
+    assert {p.name: p.read_bytes() for p in figures} == before

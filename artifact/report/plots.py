@@ -102,7 +102,9 @@ def _save(fig, out_dir: Path, name: str) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / f"{name}.png"
     try:
-        for path, opts in ((png, {"dpi": 110}), (out_dir / f"{name}.pdf", {})):
+        # no creation date in the PDF: the same run's report redrawn is the same file
+        pdf = (out_dir / f"{name}.pdf", {"metadata": {"CreationDate": None}})
+        for path, opts in ((png, {"dpi": 110}), pdf):
             # temporary name, then rename: a kill never leaves a truncated figure behind
             tmp = path.with_name(f".{path.name}.tmp")
             try:
