@@ -234,8 +234,8 @@ def _reference_name(run: Results) -> str | None:
     presets = run.seen("preset")
     if presets == ["tiny"]:
         return "tiny_measured_s"
-    model = str(run.provenance.get("gpu_model"))
     if presets == ["quick"]:
+        model = str(run.provenance.get("gpu_model"))
         return next((name for gpu, name in QUICK_REFERENCES.items() if gpu in model), None)
     return None
 

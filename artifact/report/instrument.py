@@ -21,9 +21,10 @@ CONTROLS_TEXT = (
     "or an emulated world), each configuration runs two more phases for it, the zero-byte "
     "controls: the overlap and sequential code paths with every collective on empty "
     "buffers. On one GPU a collective moves no data anyway, so no extra phase runs: the "
-    "configuration's own slowdown and penalty are its control. A control holds where its whole 95 % CI "
-    "lies within ±1 point, fails where it lies wholly outside, and is inconclusive "
-    f"otherwise, or with fewer than {MIN_REPETITIONS} repetitions (the n column); a claim that rests on a control that does not hold is inconclusive, and "
+    "configuration's own slowdown and penalty are its control. A control holds where its "
+    "whole 95 % CI lies within ±1 point, fails where it lies wholly outside, and is "
+    f"inconclusive otherwise, or with fewer than {MIN_REPETITIONS} repetitions (the n "
+    "column); a claim that rests on a control that does not hold is inconclusive, and "
     "every slowdown and penalty with a measured control is judged as the effect beyond it."
 )
 PROXY_TEXT = (
