@@ -54,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--gpus", type=int, help="GPUs to use (default: all)")
     run.add_argument("--nproc", type=int, help="gloo processes on CPU (default: the preset's)")
+    run.add_argument(
+        "--ranks-per-gpu",
+        type=int,
+        help="K ranks, each a process, share each GPU (rank r on GPU r // K; needs NCCL 2.30 "
+        "or newer): a dress rehearsal of a K-times-larger world, not a measurement (default 1)",
+    )
     run.add_argument("--models", help="comma-separated model names (FSDP and pipeline figures)")
     run.add_argument(
         "--parallelisms",

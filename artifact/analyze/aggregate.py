@@ -164,7 +164,10 @@ def configs_of(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 # provenance keys whose every value the report shows (code, preset, the pinned stack)
-VARYING_KEYS = ("git_commit", "preset", "torch", "deepspeed", "megatron_core", "nvidia_ml_py")
+VARYING_KEYS = (
+    *("git_commit", "preset", "torch", "deepspeed", "megatron_core", "nvidia_ml_py"),
+    *("ranks_per_gpu", "mps"),
+)
 
 
 def provenance_of(records: list[dict[str, Any]]) -> dict[str, Any]:

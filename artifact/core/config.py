@@ -55,6 +55,8 @@ MODELS: dict[str, ModelConfig] = {
         # CPU-only stand-ins: same code paths, seconds per step.
         ModelConfig("gpt-tiny", "gpt3", 2, 64, 4, 256, 512, 32),
         ModelConfig("llama-tiny", "llama2", 2, 64, 4, 172, 512, 32),
+        # the dress rehearsal's (preset rehearsal): four layers, one a pipeline stage at W = 4
+        ModelConfig("gpt-tiny4", "gpt3", 4, 64, 4, 256, 512, 32),
     )
 }
 
@@ -162,6 +164,9 @@ class Preset:
     # the models of Figs. 10-11's precision sweep (empty: the preset's models); their
     # claims name GPT-3 1.3B only, so review need not price 13B in FP32
     precision_models: tuple[str, ...] = ()
+    # a dress rehearsal of the W-rank path (preset rehearsal): ranks may share a GPU or
+    # outnumber the CPU's cores, and no number it gives measures the paper's quantities
+    rehearsal: bool = False
     microbench: MicrobenchConfig = field(
         default_factory=lambda: MicrobenchConfig(8192, "bf16", 1 << 30, 8)
     )
@@ -267,6 +272,35 @@ PRESETS: dict[str, Preset] = {
         # expected/ (plan lists them): the smallest and a 13B model (slowdown grows with
         # size; the 13B items), both parallelisms, one micro-batch; Figs. 10-11 on GPT-3
         # 1.3B alone (their claims name it). 5 repetitions, the fewest a verdict accepts.
+        # rehearsal: README's W-GPU path on whatever is here (`nox -s rehearsal`: 4 ranks,
+        # sharing the GPUs present, or 4 gloo processes on a CPU), with the fewest steps that
+        # run every phase; its report checks function (every collective ran, the bytes
+        # each rank moved), never the paper's numbers
+        Preset(
+            "rehearsal",
+            "gpu",
+            ("gpt-tiny4",),
+            (2,),
+            8,
+            warmup=1,
+            reps=2,
+            iters_per_rep=2,
+            cpu_processes=4,
+            power_window_s=0.2,
+            precision="fp32",  # runs on a CPU too; Figs. 10-11 take FP16 and BF16 on a GPU
+            rehearsal=True,
+            microbench=MicrobenchConfig(256, "fp32", 4 << 20, 4, profiled_iters=2),
+            contention=ContentionConfig(
+                comm_bytes=(4 * MIB,),
+                computes=(ComputeKind("gemm", "fp32", 256, 4),),
+                cta_limits=(0, 2),
+                reps=2,
+                power_at_bytes=4 * MIB,
+                iters=2,
+                power_window_s=0.2,
+            ),
+            v2=V2Config((0.0, 1.0), reps=2),
+        ),
         Preset(
             "review",
             "gpu",

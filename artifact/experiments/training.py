@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -30,7 +31,7 @@ from artifact.core.phases import TRAINING_MODES, balanced_order, training_phases
 from artifact.estimate import memory
 from artifact.figures import sweeps
 from artifact.measure.peak import peak_matmul_tflops
-from artifact.run import capability, emulation
+from artifact.run import capability, emulation, modes
 from artifact.run.reuse import reuse
 from artifact.run.runner import (
     BASE_UNITS,
@@ -58,6 +59,10 @@ UNITS = {
     "loss": "nats",
     "tflops_per_gpu": "TFLOP/s",
     "emulated_mib_per_step": "MiB",
+    "comm_calls_per_step": "count",
+    "comm_mib_per_step": "MiB",
+    "p2p_sent_mib_per_step": "MiB",
+    "p2p_recv_mib_per_step": "MiB",
 }
 
 
@@ -199,12 +204,16 @@ def _measure(
         losses: dict[str, list] = {p: [] for p in phases}  # this repetition's, by phase
 
         moved: dict[str, list] = {p: [] for p in phases}  # emulated MiB per step, by phase
+        # the rehearsal's: what this rank's collectives moved a step (modes.COUNTS), by phase
+        counted: dict[str, list] = {p: [] for p in phases}
+        modes.count_traffic(ctx.preset.rehearsal)
 
         def step_of(phase):
             def step():
-                before = emulation.moved_bytes()
+                before, counts = emulation.moved_bytes(), Counter(modes.COUNTS)
                 losses[phase].append(trainer.step(phase))
                 moved[phase].append((emulation.moved_bytes() - before) / 2**20)
+                counted[phase].append(modes.COUNTS - counts)
 
             return step
 
@@ -215,6 +224,8 @@ def _measure(
             out = {"loss": [float(x) for x in losses[phase][-n:] if x is not None]}
             if ctx.options.emulate_world:  # what rank 0's emulated traffic moved a step
                 out["emulated_mib_per_step"] = moved[phase][-n:]
+            if ctx.preset.rehearsal:
+                out |= traffic_per_step(counted[phase][-n:])
             return out
 
         def with_mfu(phase, m):
@@ -235,9 +246,21 @@ def _measure(
         )
         for rep in todo:
             stop_requested(ctx)
-            for kept in (*losses.values(), *moved.values()):
+            for kept in (*losses.values(), *moved.values(), *counted.values()):
                 kept.clear()
             results = measure_repetition(ctx, settings, rep, phase_order(rep, ctx.world_size))
             log_repetition(ctx, config_id, rep, results)
     finally:
         trainer.close()
+
+
+def traffic_per_step(steps: list[Counter]) -> dict[str, list[float]]:
+    """A rank's counted collectives a step (modes.COUNTS' differences): the calls, the ring
+    bytes and a pipeline's point-to-point bytes, in MiB (the rehearsal's records)."""
+    mib = 2**20
+    return {
+        "comm_calls_per_step": [float(c["calls"]) for c in steps],
+        "comm_mib_per_step": [c["ring_bytes"] / mib for c in steps],
+        "p2p_sent_mib_per_step": [c["p2p_sent"] / mib for c in steps],
+        "p2p_recv_mib_per_step": [c["p2p_recv"] / mib for c in steps],
+    }

@@ -20,10 +20,12 @@ copy of the workload.
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 from collections.abc import Callable
 
 import torch
 
+from artifact.core import traffic
 from artifact.core.phases import (  # noqa: F401  (re-exported: the modes' names live there)
     CONTROL_PHASES,
     OVERLAP_CONTROL,
@@ -102,7 +104,42 @@ def issue(mode: Mode, launch: Callable[[], object], device: torch.device, stream
 # wrappers are installed once, before the framework starts, and consult the mode set
 # by `collectives_in` at call time; outside such a block they pass everything through.
 
-_state: dict = {"mode": None, "device": None, "zero_bytes": False, "emulated": False}
+_state: dict = {
+    "mode": None,
+    "device": None,
+    "zero_bytes": False,
+    "emulated": False,
+    "count": False,  # count each collective a measured step issues (the rehearsal's checks)
+}
+# what this rank's collectives moved inside measured steps, while counting is on: calls,
+# ring bytes (artifact.core.traffic), and a pipeline's point-to-point bytes sent and received
+COUNTS: Counter[str] = Counter()
+
+
+def count_traffic(on: bool) -> None:
+    """Count every collective a measured step issues (COUNTS); off by default, so timed
+    runs pay no bookkeeping."""
+    _state["count"] = on
+
+
+def _count(name: str, bound: inspect.BoundArguments) -> None:
+    import torch.distributed as dist
+
+    COUNTS["calls"] += 1
+    if _state["zero_bytes"] or _state["mode"] is Mode.NOCOMM:
+        return
+    a = bound.arguments
+    if name in traffic.GATHERS:
+        full = a.get("output_tensor", a.get("tensor_list"))
+    elif name in traffic.SCATTERS:
+        full = a.get("input", a.get("input_list"))
+    else:
+        full = a["tensor"]
+    tensors = full if isinstance(full, list) else [full]
+    size = sum(t.numel() * t.element_size() for t in tensors)
+    COUNTS["ring_bytes"] += traffic.ring_bytes(name, size, dist.get_world_size(a.get("group")))
+
+
 # torch 2.13 names the single-tensor collectives all_gather_single / reduce_scatter_single
 # (the older names are deprecated aliases); FSDP2 calls the new names through
 # `torch.distributed`, DeepSpeed the old ones, so both are wrapped.
@@ -189,6 +226,8 @@ def _wrap(name: str, original: Callable):
 
     def collective(*args, **kwargs):
         mode, device = _state["mode"], _state["device"]
+        if _state["count"] and mode is not None and mode is not Mode.NOCOMM:
+            _count(name, signature.bind(*args, **kwargs))
         if _state["emulated"]:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
@@ -247,8 +286,19 @@ def _wrap_batch_p2p(original: Callable):
             if op.op is dist.distributed_c10d.irecv:
                 _fill_received(op.tensor)
 
+    def counted(ops) -> None:
+        for op in ops:
+            COUNTS["calls"] += 1
+            if not _state["zero_bytes"]:
+                sent = op.op is not dist.distributed_c10d.irecv
+                COUNTS["p2p_sent" if sent else "p2p_recv"] += (
+                    op.tensor.numel() * op.tensor.element_size()
+                )
+
     def batch_isend_irecv(p2p_op_list):
         mode, device = _state["mode"], _state["device"]
+        if _state["count"] and mode is not None and mode is not Mode.NOCOMM:
+            counted(p2p_op_list)
         if mode is None or (mode is Mode.OVERLAP and not _state["zero_bytes"]):
             return original(p2p_op_list)
         if mode is Mode.NOCOMM:

@@ -17,7 +17,7 @@ from artifact.core.errors import ArtifactError, check_positive
 from artifact.core.options import RunOptions
 from artifact.env import device_kind
 from artifact.figures import spec_of
-from artifact.run import procs, runplan
+from artifact.run import placement, procs, runplan
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class RunRequest:
     reps: int | None  # None: the plan's, or the figure's default for the preset
     nnodes: int = 1
     rank_env: dict[str, str] = field(default_factory=dict)  # the GPUs' other processes
+    ranks_per_gpu: int = 1  # --ranks-per-gpu: ranks sharing each GPU (nproc = GPUs x this)
 
     @property
     def shared(self) -> bool:
@@ -57,19 +58,29 @@ def build(
         procs.FolderLock(Path(args.out)).check()
     device = resolve_device(args.device)
     preset = get_preset(args.preset or default_preset(device != "cpu"))
-    if device == "cpu" and preset.device != "cpu":
-        raise ArtifactError(f"preset {preset.name!r} needs a GPU; on CPU use --preset tiny")
+    check_preset_device(preset, device)
     experiment = spec_of(figure).module()
     nproc = processes(args, device, preset, emulated=options.emulate_world is not None)
+    per_gpu = args.ranks_per_gpu or 1
     rank_env: dict[str, str] = {}  # what the ranks are told of the GPUs' other processes
     if device != "cpu":
-        rank_env, others = procs.gpus_idle_env(nproc, args.allow_shared_device)
+        rank_env, others = procs.gpus_idle_env(nproc // per_gpu, args.allow_shared_device)
         if others:
             say(f"measuring beside other processes (--allow-shared-device): {others}")
+        rank_env |= placement.rank_env(per_gpu)
     if hasattr(experiment, "check_options"):
         experiment.check_options(preset, options)
     out = Path(args.out) if args.out else None
-    return RunRequest(figure, preset, device, nproc, options, out, args.reps, nnodes, rank_env)
+    return RunRequest(
+        figure, preset, device, nproc, options, out, args.reps, nnodes, rank_env, per_gpu
+    )
+
+
+def check_preset_device(preset: Preset, device: str) -> None:
+    """A GPU preset on a CPU is refused, but for the rehearsal (its CPU run is the gloo
+    rehearsal of the same path)."""
+    if device == "cpu" and preset.device != "cpu" and not preset.rehearsal:
+        raise ArtifactError(f"preset {preset.name!r} needs a GPU; on CPU use --preset tiny")
 
 
 def resolve_device(requested: str) -> str:
@@ -98,8 +109,9 @@ def check_alone(args: argparse.Namespace, world: int) -> None:
 
 
 def processes(args: argparse.Namespace, device: str, preset, emulated: bool = False) -> int:
-    """Ranks on this node: gloo processes on a CPU, one a GPU otherwise; one process
-    under --emulate-world (rank 0 of W, alone)."""
+    """Ranks on this node: gloo processes on a CPU, one a GPU otherwise (K a GPU with
+    --ranks-per-gpu K); one process under --emulate-world (rank 0 of W, alone)."""
+    placement.check(args.ranks_per_gpu, device, args.emulate_world)
     if emulated:
         if device != "cpu":
             import torch
@@ -120,25 +132,31 @@ def processes(args: argparse.Namespace, device: str, preset, emulated: bool = Fa
             )
         nproc = args.nproc or preset.cpu_processes
         cores = os.cpu_count() or 1
-        if nproc > cores:
+        if nproc > cores and not preset.rehearsal:  # a rehearsal times nothing
             raise ArtifactError(
                 f"--nproc {nproc} but this machine has {cores} CPU core(s); accepted: 1-{cores}"
             )
         return nproc
     import torch
 
-    nproc = args.gpus or torch.cuda.device_count()
-    if nproc > torch.cuda.device_count():
+    gpus = args.gpus or torch.cuda.device_count()
+    if gpus > torch.cuda.device_count():
         raise ArtifactError(
-            f"--gpus {nproc} but this machine has {torch.cuda.device_count()} GPU(s)"
+            f"--gpus {gpus} but this machine has {torch.cuda.device_count()} GPU(s)"
         )
-    return nproc
+    per_gpu = args.ranks_per_gpu or 1
+    if per_gpu > 1:
+        placement.check_nccl(per_gpu)
+    return gpus * per_gpu
 
 
 def options(args: argparse.Namespace, say: Callable[..., None]) -> RunOptions:
     """The experiment's knobs from the flags, every one checked before torch loads (a
     flag the figure does not take, under --only-applicable, is said through `say`)."""
-    for name in ("reps", "gpus", "nproc", "nnodes", "hang_timeout_s", "rdzv_timeout_s"):
+    for name in (
+        *("reps", "gpus", "nproc", "nnodes", "ranks_per_gpu"),
+        *("hang_timeout_s", "rdzv_timeout_s"),
+    ):
         check_positive(f"--{name.replace('_', '-')}", getattr(args, name))
     if args.nnodes and args.nnodes > 1 and not args.rdzv_endpoint:
         raise ArtifactError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
@@ -187,8 +205,8 @@ def check_run_args(run_args: list[str]) -> None:
     options(args, say=lambda *a, **k: None)  # the notes wait for each figure's run
     device = resolve_device(args.device)
     preset = get_preset(args.preset or default_preset(device != "cpu"))
-    if device == "cpu" and preset.device != "cpu":
-        raise ArtifactError(f"preset {preset.name!r} needs a GPU; on CPU use --preset tiny")
+    check_preset_device(preset, device)
+    placement.check(args.ranks_per_gpu, device, args.emulate_world)
     if args.out:  # one line here, not one per figure
         from artifact.store import check_not_a_file
 

@@ -31,16 +31,24 @@ from artifact.core.options import RunOptions
 from artifact.figures import spec_of
 from artifact.measure import device as device_layer
 from artifact.measure import power
-from artifact.run import adaptive, emulation
+from artifact.run import adaptive, emulation, mps, placement
 from artifact.run.context import RunContext, StopRequested
 from artifact.store import RunStore
 
 
 def _device(kind: str, local_rank: int) -> torch.device:
+    """The rank's device: GPU local_rank // K with --ranks-per-gpu K (artifact.run.placement).
+    DeepSpeed's ZeRO-3 builds its device from LOCAL_RANK itself (zero.Init, and the engine
+    where no args.device_rank is given), so with K > 1 LOCAL_RANK is set to that GPU's index
+    too; the rank's own place on the node stays in ARTIFACT_NODE_LOCAL_RANK."""
     if kind == "cpu":
         return torch.device("cpu")
-    torch.cuda.set_device(local_rank)
-    return torch.device("cuda", local_rank)
+    index = placement.device_index(local_rank, placement.per_gpu())
+    if index != local_rank:
+        os.environ["ARTIFACT_NODE_LOCAL_RANK"] = str(local_rank)
+        os.environ["LOCAL_RANK"] = str(index)
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
 
 
 def failure_reason(e: BaseException, figure: str) -> str:
@@ -90,7 +98,7 @@ def _context(args: argparse.Namespace, local_rank: int, device, backend: str) ->
     """The rank's RunContext: preset, telemetry, provenance and the results store."""
     rank, world = dist.get_rank(), dist.get_world_size()
     preset = get_preset(args.preset)
-    gpu_index = device_layer.physical_index(local_rank)
+    gpu_index = device_layer.physical_index(device.index if device.type == "cuda" else local_rank)
     telemetry = (
         power.open_backend("auto", gpu_index) if device.type == "cuda" else power.NoneBackend()
     )
@@ -102,6 +110,9 @@ def _context(args: argparse.Namespace, local_rank: int, device, backend: str) ->
         "backend": backend,
         "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", 1)) if emulation.has_peers() else 1,
         "power_backend": telemetry.name,
+        # ranks sharing each GPU (--ranks-per-gpu), and whether an MPS daemon served them
+        "ranks_per_gpu": placement.per_gpu(),
+        "mps": mps.in_use(),
         # set by the CLI's --allow-shared-device when other jobs used the GPU
         "other_gpu_processes": os.environ.get(procs.SHARED_PROCESSES_ENV, ""),
     }

@@ -1,0 +1,42 @@
+"""What one rank moves over the link, by the formulas a ring collective and a pipeline's
+point-to-point transfers follow. Torch-free: the ranks count their collectives with it
+(artifact.run.modes, under the rehearsal) and the rehearsal's checks
+(artifact/judge/rehearsal.py) read the counts against it.
+
+A ring (NCCL's algorithm for large buffers) of W ranks: an all-gather or a reduce-scatter
+moves (W-1)/W of the full (gathered) buffer a rank, an all-reduce 2(W-1)/W of its buffer
+(a reduce-scatter, then an all-gather), a broadcast or a reduce the buffer once: the
+bytes `--emulate-world` copies for rank 0 (artifact.run.emulation).
+"""
+
+from __future__ import annotations
+
+GATHERS = ("all_gather_into_tensor", "_all_gather_base", "all_gather_single", "all_gather")
+SCATTERS = (
+    "reduce_scatter_tensor",
+    "_reduce_scatter_base",
+    "reduce_scatter_single",
+    "reduce_scatter",
+)
+
+
+def ring_bytes(name: str, full_bytes: int, world: int) -> int:
+    """The bytes one rank of `world` moves for collective `name` on `full_bytes` (the
+    gathered buffer of a gather or a scatter, the buffer of the others)."""
+    if world <= 1:
+        return 0
+    if name in GATHERS or name in SCATTERS:
+        return full_bytes * (world - 1) // world
+    if name == "all_reduce":
+        return 2 * full_bytes * (world - 1) // world
+    return full_bytes  # broadcast, reduce
+
+
+def pipeline_p2p_bytes(
+    stage: int, stages: int, microbatches: int, activation_bytes: int
+) -> tuple[int, int]:
+    """(sent, received) by one stage of a 1F1B pipeline in one step: each micro-batch's
+    activation goes forward over every boundary, and its gradient (the same size) back."""
+    boundaries = (stage < stages - 1) + (stage > 0)  # a first or last stage has one
+    per_direction = microbatches * activation_bytes * boundaries
+    return per_direction, per_direction
