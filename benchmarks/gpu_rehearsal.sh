@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device call (read-only on the GPU): the carried wheels (.whl/) and NCCL 2.32.3
+# (build/dev/nccl, benchmarks/device_pack.sh nccl) installed, then the steps named, each
+# bounded by what is left of SECONDS:
+#   probe      benchmarks/gpu_ranks_probe.sh: 2 and 4 NCCL ranks on one GPU, without and with MPS
+#   figs       `run fig8` and `run fig4` at preset rehearsal with --ranks-per-gpu 4
+#   rehearsal  README's `nox -s rehearsal` (python -m artifact rehearsal), REHEARSAL_ARGS
+# Results come back as OUT/NAME.tgz (profiler traces left out).
+# Usage, from the repository root: bash benchmarks/gpu_rehearsal.sh OUT SECONDS STEP...
+set -uo pipefail
+out=${1:?out}; seconds=${2:?seconds}; shift 2; start=$(date +%s)
+left() { echo $(( seconds - ($(date +%s) - start) )); }
+mkdir -p "$out" /tmp/nccl
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > "$out/pip.log" 2>&1
+[ -f /tmp/nccl/libnccl.so.2 ] || xz -d -T0 -c build/dev/nccl/libnccl.xz > /tmp/nccl/libnccl.so.2
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
+pack() { tar czf "$out/$1.tgz" -C "/tmp/$1" --exclude='./traces/*/*.json' . ; }
+for step in "$@"; do
+  [ "$(left)" -gt 60 ] || { echo "no time left for $step"; break; }
+  case $step in
+    probe) bash benchmarks/gpu_ranks_probe.sh "$out/probe" ;;
+    figs) for fig in fig8 fig4; do
+            LD_PRELOAD=/tmp/nccl/libnccl.so.2 timeout "$(( $(left) - 20 ))" python3 -m artifact run "$fig" \
+              --preset rehearsal --ranks-per-gpu 4 --fsdp-impl deepspeed,fsdp2 --only-applicable \
+              --hang-timeout-s 120 --out /tmp/figs >> "$out/figs.log" 2>&1
+            echo "figs: $fig exit $? after $(( $(date +%s) - start )) s"
+          done; tail -n 30 "$out/figs.log"; pack figs ;;
+    rehearsal) LD_PRELOAD=/tmp/nccl/libnccl.so.2 timeout "$(( $(left) - 20 ))" python3 -m artifact rehearsal \
+              ${REHEARSAL_ARGS:-} --out /tmp/rehearsal >> "$out/rehearsal.log" 2>&1
+          echo "rehearsal exit $? after $(( $(date +%s) - start )) s"; tail -n 40 "$out/rehearsal.log"; pack rehearsal ;;
+    *) echo "unknown step $step (accepted: probe, figs, rehearsal)"; exit 2 ;;
+  esac
+done
