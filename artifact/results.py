@@ -76,6 +76,16 @@ class Results:
         return self.values().get(key, [])
 
     @property
+    def rehearsal(self) -> bool:
+        """A dress rehearsal (preset rehearsal): its checks are functional, never the paper's."""
+        return "rehearsal" in self.seen("preset")
+
+    @property
+    def ranks_per_gpu(self) -> int:
+        """The most ranks that shared one GPU in this run (1: one rank a GPU, or a CPU)."""
+        return max((int(k) for k in self.seen("ranks_per_gpu")), default=1)
+
+    @property
     def emulated_configs(self) -> list[str]:
         """Configurations run as rank 0 of W alone (--emulate-world): by their config, or
         by their summary note where configs.json lacks them."""

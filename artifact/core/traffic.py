@@ -20,16 +20,20 @@ SCATTERS = (
 )
 
 
-def ring_bytes(name: str, full_bytes: int, world: int) -> int:
-    """The bytes one rank of `world` moves for collective `name` on `full_bytes` (the
-    gathered buffer of a gather or a scatter, the buffer of the others)."""
+def ring_bytes(name: str, numel: int, itemsize: int, world: int) -> int:
+    """The bytes one rank of `world` moves for collective `name` on `numel` elements of
+    `itemsize` bytes (the gathered buffer of a gather or a scatter, the buffer of the
+    others). An all-reduce's buffer goes round in chunks of ceil(numel / W), as the
+    emulation copies it, so a buffer W does not divide moves its last chunk short."""
     if world <= 1:
         return 0
     if name in GATHERS or name in SCATTERS:
-        return full_bytes * (world - 1) // world
+        return (world - 1) * (numel // world) * itemsize
     if name == "all_reduce":
-        return 2 * full_bytes * (world - 1) // world
-    return full_bytes  # broadcast, reduce
+        chunk = -(-numel // world)
+        pieces = (min(chunk, max(0, numel - (k % world) * chunk)) for k in range(2 * (world - 1)))
+        return sum(pieces) * itemsize
+    return numel * itemsize  # broadcast, reduce
 
 
 def pipeline_p2p_bytes(

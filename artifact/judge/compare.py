@@ -39,7 +39,7 @@ from scipy import stats
 
 from artifact.analyze import noise
 from artifact.analyze.metrics import ratio_interval
-from artifact.judge import controls, copies, coverage, standin, validation
+from artifact.judge import controls, copies, coverage, rehearsal, standin, validation
 from artifact.judge.expected import EXPECTED_DIR, NEEDS_COMMUNICATION, load_expected, metric_of
 from artifact.judge.figure_status import CPU_REASON, figure_status, not_ran, on_a_cpu
 from artifact.judge.verdicts import (
@@ -633,6 +633,12 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     checks += standin.verdict_rows(run.summary, run.configs)
     if not run.gpus:
         checks = [c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in checks]
+    if run.rehearsal:  # nothing is judged but whether the path works
+        why = rehearsal_reason(run)
+        control_rows, rows_out, checks = (
+            [_unjudged(r, why) for r in rows] for rows in (control_rows, rows_out, checks)
+        )
+        checks += rehearsal.check_rows(*rehearsal.load(out))
     every = _count_once(control_rows + rows_out + checks, copied, set(run.emulated_configs))
     verdicts = pd.DataFrame(every, columns=COLUMNS)
     summary = run.summary
@@ -641,6 +647,31 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     unit = verdicts["unit"].astype(object)
     verdicts["unit"] = unit.fillna(verdicts["metric"].map(units).astype(object)).fillna("")
     return verdicts
+
+
+def rehearsal_reason(run: Results) -> str:
+    """Why a rehearsal judges no item of the paper, nor its controls and checks."""
+    k = run.ranks_per_gpu
+    where = (
+        f"{k} ranks shared each GPU"
+        if k > 1 and run.gpus
+        else ("one rank a GPU" if run.gpus else "gloo processes on a CPU")
+    )
+    return (
+        f"a dress rehearsal ({where}, tiny models, the fewest steps): no number here "
+        "measures the paper's quantities; it checks only that the path runs (see the "
+        "rehearsal's functional checks)"
+    )
+
+
+def _unjudged(row: dict, why: str) -> dict:
+    return row | {
+        "verdict": "not applicable",
+        "reason": as_sentence(why),
+        "mean": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+    }
 
 
 def _count_once(rows: list[dict], copied: dict, emulated: set[str]) -> list[dict]:

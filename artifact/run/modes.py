@@ -136,8 +136,9 @@ def _count(name: str, bound: inspect.BoundArguments) -> None:
     else:
         full = a["tensor"]
     tensors = full if isinstance(full, list) else [full]
-    size = sum(t.numel() * t.element_size() for t in tensors)
-    COUNTS["ring_bytes"] += traffic.ring_bytes(name, size, dist.get_world_size(a.get("group")))
+    numel = sum(t.numel() for t in tensors)
+    world = dist.get_world_size(a.get("group"))
+    COUNTS["ring_bytes"] += traffic.ring_bytes(name, numel, tensors[0].element_size(), world)
 
 
 # torch 2.13 names the single-tensor collectives all_gather_single / reduce_scatter_single
