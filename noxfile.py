@@ -1,4 +1,4 @@
-"""nox sessions: one per figure (fig4 ... fig11), contention, v2, all, plan, report, tests, lint, bench.
+"""nox sessions: one per figure (fig4 ... fig11), contention, v2, all, rehearsal, plan, report, tests, lint, bench.
 
 Every session runs the artifact in one shared environment:
 - `.venv/` in the repository, built on first use and rebuilt when pyproject.toml,
@@ -187,6 +187,14 @@ def all_figures(session: nox.Session) -> None:
     py = _python(session)
     session.log(f"{py} -m artifact all {' '.join(session.posargs)}")
     _ended(session, _artifact(py, "all", *session.posargs))
+
+
+@nox.session
+def rehearsal(session: nox.Session) -> None:
+    """Before booking a 4-GPU node: its path with 4 ranks on the GPUs present (sharing them), or 4 gloo processes on a CPU."""
+    py = _python(session)
+    session.log(f"{py} -m artifact rehearsal {' '.join(session.posargs)}")
+    _ended(session, _artifact(py, "rehearsal", *session.posargs))
 
 
 @nox.session

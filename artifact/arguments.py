@@ -151,6 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
         "first, while the plan's time fits; a failing figure does not stop the others)",
     )
 
+    sub.add_parser(
+        "rehearsal",
+        help="README's 4-GPU path on the GPUs present (ranks share a GPU: --ranks-per-gpu), or "
+        "4 gloo processes on a CPU, at preset rehearsal; a functional check, no paper item "
+        "judged (takes --world 4, --ranks-per-gpu K, --mps on|off, --out, and run's flags)",
+    )
+
     summ = sub.add_parser("summarize", help="rebuild DIR/summary.csv from DIR/records")
     summ.add_argument("dir")
     summ.add_argument("--allow-mixed", action="store_true")

@@ -26,6 +26,10 @@ def flag_value(args: list[str], flag: str) -> str | None:
     return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
 
 
+# run's flags the plan takes too (`all` prices its figures with them)
+PLAN_FLAGS = ("--preset", "--gpus", "--emulate-world", "--ranks-per-gpu", "--nproc")
+
+
 def passed(args: list[str], flags: tuple[str, ...]) -> list[str]:
     """The `flag value` pairs of `flags` that `args` (run's flags) holds: what the plan
     takes of them."""
@@ -60,7 +64,7 @@ def select(run_args: list[str], budget_s: float) -> tuple[list[str], dict[str, s
 
     ap = argparse.ArgumentParser(add_help=False)
     plan.add_arguments(ap)
-    known = passed(run_args, ("--preset", "--gpus"))
+    known = passed(run_args, ("--preset", "--gpus", "--ranks-per-gpu", "--nproc"))
     rows = plan.plan(ap.parse_args(known))[2]
     figures = list(dict.fromkeys(r.figure for r in rows))
     # each figure priced alone: the rows it copies from another (fig10's from fig4) cost

@@ -220,6 +220,15 @@ def cmd_all(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_rehearsal(args: argparse.Namespace) -> int:
+    from artifact import rehearsal
+
+    request.check_run_args(rehearsal.checked_run_args(args.run_args))
+    return rehearsal.run(
+        args.run_args, say=lambda line: console.print(line, markup=False, highlight=False)
+    )
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from artifact import plan
 
@@ -229,6 +238,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 COMMANDS = {
     "run": cmd_run,
     "all": cmd_all,
+    "rehearsal": cmd_rehearsal,
     "summarize": cmd_summarize,
     "compare": cmd_compare,
     "report": cmd_report,
@@ -262,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.command == "all":  # the flags go on to each figure's `run`, which checks them
+    if args.command in ("all", "rehearsal"):  # the flags go on to each figure's `run`
         args.run_args = rest
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")

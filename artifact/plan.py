@@ -74,6 +74,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         "--gpus", type=int, help="GPUs (FSDP world size, pipeline stages); default: this machine's"
     )
     ap.add_argument(
+        "--ranks-per-gpu",
+        type=int,
+        help="K ranks share each GPU (`run --ranks-per-gpu K`): the world is GPUs x K, and a "
+        "configuration fits where K ranks' memory does",
+    )
+    ap.add_argument("--nproc", type=int, help="gloo processes on a CPU (the rehearsal's world)")
+    ap.add_argument(
         "--gpu-memory-gib",
         type=float,
         help="memory per GPU (default 80; with tiny: this host's available memory per process)",
@@ -97,8 +104,10 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row], tuple[float,
     figures = figures_of(args.figures)
     found = visible_gpus()
     preset = get_preset(args.preset or default_preset(found > 0))
-    if args.gpus is not None and args.gpus < 1:
-        raise ArtifactError(f"--gpus must be at least 1, got {args.gpus}")
+    for flag in ("gpus", "ranks_per_gpu", "nproc"):
+        if (value := getattr(args, flag, None)) is not None and value < 1:
+            raise ArtifactError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
+    per_gpu = getattr(args, "ranks_per_gpu", None) or 1
     if args.gpu_memory_gib is not None and not 0 < args.gpu_memory_gib < math.inf:
         raise ArtifactError(
             f"--gpu-memory-gib must be a positive number, got {args.gpu_memory_gib:g}"
@@ -111,6 +120,8 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row], tuple[float,
                 + ", ".join(n for n, q in PRESETS.items() if q.device == "gpu")
             )
         gpus = preset.cpu_processes
+    elif nproc := getattr(args, "nproc", None):  # the rehearsal's gloo processes
+        gpus = nproc
     else:
         gpus = args.gpus or max(1, found)
     if getattr(args, "emulate_world", None) is not None:
@@ -120,7 +131,7 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row], tuple[float,
         return preset, 1, _with_items(emulated_plan(preset, figures, world, memory[0])), memory
     memory = memory_gib(preset, gpus, args.gpu_memory_gib)
     gib = memory[0]
-    rows = _with_items(build(preset, figures, gpus, gib))
+    rows = _with_items(build(preset, figures, gpus, gib, per_gpu=per_gpu))
     if getattr(args, "adaptive", False):
         if preset.device == "cpu":
             raise ArtifactError(
@@ -133,9 +144,9 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row], tuple[float,
                 f"--adaptive needs the paper's tolerances in '{EXPECTED_DIR}', which is not "
                 "there; run the plan from the checkout"
             )
-        again = lambda p: build(p, figures, gpus, gib)  # noqa: E731
+        again = lambda p: build(p, figures, gpus, gib, per_gpu=per_gpu)  # noqa: E731
         rows = adaptive.apply(preset, rows, again, paper)
-    return preset, gpus, rows, memory
+    return preset, gpus * per_gpu, rows, memory
 
 
 def _paper_items() -> list[dict] | None:

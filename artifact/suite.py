@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from artifact.budget import disk_left, flag_value, passed, select
+from artifact.budget import PLAN_FLAGS, disk_left, flag_value, passed, select
 from artifact.command import invocation
 from artifact.core.config import default_preset
 from artifact.core.errors import Terminated, interrupted_by
@@ -90,7 +90,7 @@ def run_all(
 
     try:
         # the plan first: what fits, how long it takes, how much disk (artifact.plan)
-        at = passed(args, ("--preset", "--gpus", "--emulate-world"))
+        at = passed(args, PLAN_FLAGS)
         if artifact("plan", "--summary", *at) not in (0, 2):  # 2: a plan it cannot draw
             return 1
         for fig, why in left.items():
@@ -129,7 +129,7 @@ def claim(args: list[str], out: Path, figures: set[str]):
         bound = flag_value(args, "--rdzv-timeout-s")
         check_rendezvous(endpoint, float(bound) if bound else DEFAULT_RDZV_TIMEOUT_S)
     nodes = int(flag_value(args, "--nnodes") or 1)
-    plan_argv = passed(args, ("--preset", "--gpus", "--emulate-world"))
+    plan_argv = passed(args, PLAN_FLAGS)
     check_space(out, disk_left(plan_argv, out, figures), "every figure")
     ensure_writable(out)
     return procs.FolderLock(out).acquire() if nodes == 1 else None

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from artifact.core import units
-from artifact.core.config import ComputeKind, ModelConfig, Preset
+from artifact.core.config import PRECISIONS, ComputeKind, ModelConfig, Preset
 from artifact.core.errors import ArtifactError
 from artifact.core.options import RunOptions
 from artifact.core.phases import (
@@ -450,13 +450,19 @@ def _figure_rows(t: Target, fig: str) -> list[Row]:
 
 def build(
     preset: Preset, figures: Iterable[str], gpus: int, gpu_memory_gib: float,
-    options: RunOptions | None = None,
+    options: RunOptions | None = None, per_gpu: int = 1,
 ) -> list[Row]:  # fmt: skip
     """Every configuration of `figures` at `preset` on `gpus` GPUs of `gpu_memory_gib`, as
-    a run with `options` (None: the defaults) walks them."""
+    a run with `options` (None: the defaults) walks them. `per_gpu` ranks share each GPU
+    (--ranks-per-gpu): the world is gpus x per_gpu, and each rank has 1/per_gpu of a GPU's
+    memory (a row's memory is the GPU's: per_gpu ranks' estimate)."""
     device = "cpu" if preset.device == "cpu" else "cuda"
     rates = ref.step_rates() if device == "cuda" else {}
-    t = Target(preset, gpus, device, gpu_memory_gib, rates, options or RunOptions())
+    if preset.rehearsal:  # timed by the rehearsal's own measured figures, below
+        rates = _every_rate(rates)
+    t = Target(
+        preset, gpus * per_gpu, device, gpu_memory_gib / per_gpu, rates, options or RunOptions()
+    )
     startup_s = ref.value("figure_startup_s")
     rows = []
     for fig in figures:
@@ -465,16 +471,35 @@ def build(
             startup = Row(fig, "(start-up)", "-", "-", None, gpus, None, "-", None,
                           startup_s, startup_s, "start-up", 0, 0)  # fmt: skip
             fig_rows.insert(0, startup)
-        if device == "cpu":  # tiny: the figure's measured time, split over its rows
+        measured = _measured_entry(preset)
+        if measured:  # tiny, rehearsal: the figure's measured time, split over its rows
             running = sum(1 for r in fig_rows if r.runs is not False)
-            share = ref.of_figure("tiny_measured_s", fig) / max(running, 1)
+            share = ref.of_figure(measured, fig) / max(running, 1)
             for r in fig_rows:
                 r.time_s_if_run = share
                 r.time_s = share if r.runs is not False else 0.0
                 r.method = "measured"
-        _note_stand_in(fig, fig_rows, "tiny_measured_s" if device == "cpu" else "record_bytes")
+        for r in fig_rows:
+            if r.memory_gib is not None:
+                r.memory_gib *= per_gpu
+        _note_stand_in(fig, fig_rows, measured or "record_bytes")
         rows += _reused(fig, fig_rows, rows, priced=device == "cuda")
     return rows
+
+
+def _measured_entry(preset: Preset) -> str | None:
+    """The reference entry of a preset priced by its figures' measured times (None: by the
+    step rates and the calibrated costs)."""
+    if preset.rehearsal:
+        return "rehearsal_measured_s"
+    return "tiny_measured_s" if preset.device == "cpu" else None
+
+
+def _every_rate(rates: dict) -> dict:
+    """The measured rates, and the slowest of them for any (parallelism, precision)
+    without one: the rehearsal's tiny steps are priced by its measured figures anyway."""
+    slowest = min(rates.values())
+    return {(p, q): rates.get((p, q), slowest) for p in ("fsdp", "pipeline") for q in PRECISIONS}
 
 
 def _note_stand_in(fig: str, fig_rows: list[Row], entry: str) -> None:

@@ -21,7 +21,15 @@ from artifact.core.emulated import STAND_IN_TEXT, stand_in_of
 from artifact.figures import all_figures, paper_figures, spec_of
 from artifact.judge.copies import label, plain_note
 from artifact.judge.verdicts import as_sentence, paper_items, tally
-from artifact.report import appendix, emulated, instrument, mechanisms, plots, validations
+from artifact.report import (
+    appendix,
+    emulated,
+    instrument,
+    mechanisms,
+    plots,
+    rehearsal,
+    validations,
+)
 from artifact.report.document import Doc, to_html, to_latex, to_markdown
 from artifact.report.facts import (
     TITLE,
@@ -95,7 +103,10 @@ def _training_bound(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame
 
 def first_screen(doc: Doc, run: Results) -> None:
     """What a reviewer sees first: what this run is, and how far to trust it."""
-    doc.p(_first_line(run.summary, run.configs, run.verdicts))
+    if run.rehearsal:
+        doc.p(rehearsal.first_line(run))
+    else:
+        doc.p(_first_line(run.summary, run.configs, run.verdicts))
     prov, n = run.provenance, run.summary["n"].dropna().astype(int)
     first, last = run_dates(run)
     commits, presets = run.seen("git_commit"), run.seen("preset")
@@ -253,6 +264,7 @@ def build(out: Path) -> tuple[Doc, list[Path]]:
     first, _ = run_dates(run)
     doc = Doc(title=TITLE, date=f"Measured {first}" if run.ran_on.get("timestamps") else "")
     first_screen(doc, run)
+    rehearsal.section(doc, run)
     instrument.controls_section(doc, run.verdicts)
     verdicts_section(doc, run)
     instrument.proxy_section(doc, run.verdicts)
