@@ -12,7 +12,7 @@ nvidia-smi --query-gpu=name,compute_mode,power.limit --format=csv | tee "$out/gp
 command -v nvidia-cuda-mps-control || echo "no nvidia-cuda-mps-control"
 probe() {  # LABEL K
   local s=$(date +%s)
-  timeout 90 torchrun --standalone --nproc-per-node "$2" benchmarks/ranks_per_gpu_probe.py --per-gpu "$2" \
+  timeout 60 torchrun --standalone --nproc-per-node "$2" benchmarks/ranks_per_gpu_probe.py --per-gpu "$2" \
     > "$out/$1.json" 2> "$out/$1.err"
   echo "$1: exit $? after $(( $(date +%s) - s )) s"; cat "$out/$1.json"; tail -n 4 "$out/$1.err"
 }

@@ -25,8 +25,13 @@ for step in "$@"; do
               --hang-timeout-s 120 --out /tmp/figs >> "$out/figs.log" 2>&1
             echo "figs: $fig exit $? after $(( $(date +%s) - start )) s"
           done; tail -n 30 "$out/figs.log"; pack figs ;;
-    rehearsal) LD_PRELOAD=/tmp/nccl/libnccl.so.2 timeout "$(( $(left) - 20 ))" python3 -m artifact rehearsal \
-              ${REHEARSAL_ARGS:-} --out /tmp/rehearsal >> "$out/rehearsal.log" 2>&1
+    rehearsal) if [ -z "${REHEARSAL_MPS:-}" ] && [ -f "$out/probe/nomps-k4.json" ]; then
+            # the probe decides: time-sliced where 4 ranks ran without MPS, else MPS
+            [ -s "$out/probe/nomps-k4.json" ] && REHEARSAL_MPS=off || REHEARSAL_MPS=on
+          fi
+          echo "rehearsal: --mps ${REHEARSAL_MPS:-off}"
+          LD_PRELOAD=/tmp/nccl/libnccl.so.2 timeout "$(( $(left) - 20 ))" python3 -m artifact rehearsal \
+              --mps "${REHEARSAL_MPS:-off}" ${REHEARSAL_ARGS:-} --out /tmp/rehearsal >> "$out/rehearsal.log" 2>&1
           echo "rehearsal exit $? after $(( $(date +%s) - start )) s"; tail -n 40 "$out/rehearsal.log"; pack rehearsal ;;
     *) echo "unknown step $step (accepted: probe, figs, rehearsal)"; exit 2 ;;
   esac
