@@ -368,3 +368,38 @@ def test_a_rehearsal_judges_no_paper_item_and_its_report_says_so(gloo_rehearsal,
 def test_the_checks_read_nothing_as_not_run():
     found = {r["item"]: r for r in checks.check_rows([], [], [])}
     assert {v["verdict"] for v in found.values()} == {"not run"}
+
+
+# --- what the first GPU rehearsal found ---------------------------------------------------
+
+
+def _blocks_worker(rank, port, results):
+    """Two gloo ranks whose blocks take 0.1 s and 0.25 s by their own (injected) clocks."""
+    import torch.distributed as dist
+
+    from artifact.core.phases import FIG7_BLOCKS
+    from artifact.experiments.fig7 import block_iterations
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    ticks = iter([0.0, 0.1 if rank == 0 else 0.25] * len(FIG7_BLOCKS))
+
+    class Ctx:
+        device = torch.device("cpu")
+
+    class Bench:
+        def run_phase(self, block):
+            pass
+
+    results[rank] = block_iterations(Ctx(), Bench(), 1.0, clock=lambda: next(ticks))
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_fig7s_ranks_run_the_same_iterations_of_each_block():
+    """Each rank timed its own blocks, so one issued a collective its peers no longer did:
+    4 NCCL ranks on one H100 hung in fig7's power trace. Now they agree on the most."""
+    from tests.conftest import spawn_gloo
+
+    found = spawn_gloo(_blocks_worker, 2)
+    assert found[0] == found[1]
+    assert set(found[0].values()) == {10}  # 1 s of 0.1 s blocks: the faster rank's count

@@ -16,6 +16,7 @@ normalised to the window, power to TDP), which the report plots.
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ from artifact.measure import kernels, power
 from artifact.measure.timing import synchronize
 from artifact.run.runner import (
     RunContext,
+    gather,
     pending,
     profiler_activities,
     reduce_ranks,
@@ -50,11 +52,29 @@ def _units() -> dict[str, str]:
     return u
 
 
+def block_iterations(
+    ctx: RunContext, bench: Microbench, block_s: float, clock=time.perf_counter
+) -> dict[str, int]:
+    """How many iterations of each block fill `block_s`, from one timed iteration, the
+    most any rank needs. Every rank runs exactly as many: a rank that timed its own block
+    would issue a collective its peers had stopped issuing, and wait for them forever
+    (4 NCCL ranks sharing one GPU hung so)."""
+    counts = {}
+    for block in BLOCKS:
+        synchronize(ctx.device)
+        start = clock()
+        bench.run_phase(block)
+        synchronize(ctx.device)
+        took = max(clock() - start, 1e-6)
+        counts[block] = max(gather(max(1, math.ceil(block_s / took))))
+    return counts
+
+
 def _trace_window(ctx: RunContext, bench: Microbench, block_s: float):
     """Run the blocks under the profiler, in a power window that holds one window a
     block; (kernel table, the trace's base, the whole window, each block's window)."""
     monitor = power.PowerMonitor(ctx.power_backend, ctx.power_interval_s)
-    blocks = {}
+    blocks, counts = {}, block_iterations(ctx, bench, block_s)
     with tempfile.TemporaryDirectory() as tmp:
         with profile(activities=profiler_activities(ctx.device)) as prof, monitor:
             monitor.begin_window("trace")
@@ -62,8 +82,7 @@ def _trace_window(ctx: RunContext, bench: Microbench, block_s: float):
             for block in BLOCKS:
                 ctx.barrier()
                 monitor.begin_window(block)
-                t_end = time.perf_counter() + block_s
-                while time.perf_counter() < t_end:
+                for _ in range(counts[block]):
                     with kernels.iteration_marker(i):
                         bench.run_phase(block)
                     i += 1
