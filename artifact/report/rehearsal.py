@@ -4,6 +4,8 @@ is judged: its paper items, controls and checks read "not applicable" with why."
 
 from __future__ import annotations
 
+from artifact.figures import all_figures
+from artifact.judge.figure_status import figure_status
 from artifact.judge.rehearsal import FIGURE, ITEMS, REFERENCE
 from artifact.report.document import Doc
 from artifact.results import Results
@@ -26,9 +28,23 @@ def _where(run: Results) -> str:
     served = (
         "under an MPS daemon of the run's own"
         if "True" in run.seen("mps")
-        else "time-sliced (no MPS)"
+        else "time-sliced: no MPS"
     )
-    return f"{ranks}, {k} sharing each GPU ({gpus}; {served}), over {_library(run)}"
+    shared = f"sharing one {gpus}" if k == world else f"{k} sharing each {gpus}"
+    return f"{ranks} {shared} ({served}), over {_library(run)}"
+
+
+def _not_through(run: Results) -> str:
+    """The figures that did not run through, by state ('Every figure ran.' where all did)."""
+    states: dict[str, list[str]] = {}
+    for fig in all_figures():
+        state, _ = figure_status(fig, run.status, run.summary)
+        if state != "ran":
+            states.setdefault(state, []).append(fig)
+    if not states:
+        return "Every figure ran. "
+    said = "; ".join(f"{state}: {', '.join(figs)}" for state, figs in states.items())
+    return f"Not every figure ran through ({said}; section 'What ran' says why). "
 
 
 def _library(run: Results) -> str:
@@ -43,8 +59,8 @@ def first_line(run: Results) -> str:
         f"**Dress rehearsal of the multi-GPU path: {_where(run)}. No number here measures "
         "the paper's quantities, and no item of the paper is judged.** "
         f"What it checks is that the path runs: {held} of {len(ITEMS)} functional checks "
-        "hold (section 'Dress rehearsal: functional checks'). Every paper item, control and "
-        "check below reads 'not applicable', with why."
+        f"hold (section 'Dress rehearsal: functional checks'). {_not_through(run)}Every paper "
+        "item, control and check below reads 'not applicable', with why."
     )
 
 
