@@ -245,6 +245,18 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "stopping rule",
         "adaptive repetitions: after a pilot of 5 repetitions, a configuration's repetitions are fixed once, so that each judged quantity's CI half-width comes to at most a quarter of its item's tolerance (Stein's two-stage size), at most the run's maximum (the preset's repetitions, or --reps). Run by `run --adaptive` (the decision in records/FIGURE/CONFIG/stopping.json; the quantities it was decided by report at least Stein's interval), priced by `plan --adaptive`.",
     ),
+    (
+        "dress rehearsal",
+        "`nox -s rehearsal` (preset rehearsal): README's 4-GPU path with 4 ranks and real NCCL on the GPUs present (several ranks sharing a GPU where there are fewer than 4), or 4 gloo processes on a CPU, on tiny models with the fewest steps. It checks that the path runs (the functional checks), never the paper's numbers.",
+    ),
+    (
+        "ranks per GPU",
+        "`--ranks-per-gpu K`: K ranks, each a process of its own, share each GPU (rank r on GPU r // K; NCCL 2.30 or newer). Without MPS the processes take turns on the GPU (time-sliced); under an MPS daemon their kernels may run side by side.",
+    ),
+    (
+        "functional check",
+        "a check that the code path works rather than a measurement: under the rehearsal, that every rank wrote its numbers, that every collective ran, that each rank moved the bytes its ring collectives (or its pipeline's 1F1B sends and receives) should, and that the zero-byte controls moved nothing. It holds or fails.",
+    ),
 )
 
 
