@@ -111,7 +111,7 @@ def test_a_rerun_redoes_nothing(first_runs):
 @pytest.mark.parametrize(
     "flags, named",
     [
-        (["--preset", "huge"], "'huge'; accepted: tiny, quick, review, paper"),
+        (["--preset", "huge"], "'huge'; accepted: tiny, quick, rehearsal, review, paper"),
         (["--preset", "tiny", "--world", "1"], "--world '1' is not accepted; accepted: an integer"),
         (["--preset", "tiny", "--figures", "fig4,fig8"], "'fig8'; accepted: fig4, fig10, fig11"),
     ],

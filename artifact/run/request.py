@@ -111,7 +111,8 @@ def check_alone(args: argparse.Namespace, world: int) -> None:
 def processes(args: argparse.Namespace, device: str, preset, emulated: bool = False) -> int:
     """Ranks on this node: gloo processes on a CPU, one a GPU otherwise (K a GPU with
     --ranks-per-gpu K); one process under --emulate-world (rank 0 of W, alone)."""
-    placement.check(args.ranks_per_gpu, device, args.emulate_world)
+    per_gpu = getattr(args, "ranks_per_gpu", None)
+    placement.check(per_gpu, device, emulated)
     if emulated:
         if device != "cpu":
             import torch
@@ -144,10 +145,9 @@ def processes(args: argparse.Namespace, device: str, preset, emulated: bool = Fa
         raise ArtifactError(
             f"--gpus {gpus} but this machine has {torch.cuda.device_count()} GPU(s)"
         )
-    per_gpu = args.ranks_per_gpu or 1
-    if per_gpu > 1:
+    if per_gpu and per_gpu > 1:
         placement.check_nccl(per_gpu)
-    return gpus * per_gpu
+    return gpus * (per_gpu or 1)
 
 
 def options(args: argparse.Namespace, say: Callable[..., None]) -> RunOptions:
