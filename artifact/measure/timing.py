@@ -16,6 +16,25 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+# The host clock every timing reads (seconds): the seam tests replace with a fake that
+# their steps advance, so timing logic is tested without sleeping on a busy machine
+_CLOCK: list[Callable[[], float]] = [time.perf_counter]
+
+
+def clock() -> float:
+    return _CLOCK[0]()
+
+
+@contextlib.contextmanager
+def clock_from(fake: Callable[[], float]) -> Iterator[None]:
+    """Every timing reads `fake` inside the block (the tests' seam)."""
+    saved, _CLOCK[0] = _CLOCK[0], fake
+    try:
+        yield
+    finally:
+        _CLOCK[0] = saved
+
+
 # Every device-wide synchronisation the artifact makes, counted: the seam a test reads to
 # show that a mode's step makes none of its own (the timer's two are the measurement).
 SYNC_CALLS = [0]
@@ -30,10 +49,10 @@ def synchronize(device: torch.device) -> None:
 def timed(fn: Callable[[], object], device: torch.device) -> float:
     """Seconds that fn's device work takes, from an idle device to an idle device."""
     synchronize(device)
-    t0 = time.perf_counter()
+    t0 = clock()
     fn()
     synchronize(device)
-    return time.perf_counter() - t0
+    return clock() - t0
 
 
 def spin_cycles_per_s(device: torch.device) -> float:
@@ -90,9 +109,9 @@ class SpanTimer:
             stop.record()
             self._iterations[-1].append((start, stop))
         else:
-            t0 = time.perf_counter()
+            t0 = clock()
             yield
-            self._iterations[-1].append((time.perf_counter() - t0) * 1e3)
+            self._iterations[-1].append((clock() - t0) * 1e3)
 
     def end(self) -> dict[str, list[float]]:
         """Each iteration's summed spans in ms, under the timer's name; stops timing."""

@@ -15,7 +15,7 @@ import numpy as np
 from artifact.analyze import telemetry
 from artifact.core.phases import balanced_order
 from artifact.measure import power
-from artifact.measure.timing import SpanTimer, gc_paused, synchronize, timed
+from artifact.measure.timing import SpanTimer, clock, gc_paused, synchronize, timed
 from artifact.run.context import RunContext, gather
 
 # Settling (docs/measurement.md, "Passes"): the last SETTLE_LAST iterations' step times,
@@ -46,13 +46,13 @@ def settle(ctx: RunContext, step: Callable[[], None], what: str) -> dict[str, fl
     SM clocks agree, at most settle_max_s. Every rank runs the same iterations (a step
     may hold collectives): they stop together once all are steady or one is out of time."""
     p, times, clocks = ctx.preset, [], []
-    t0 = time.perf_counter()
+    t0 = clock()
     while True:
         ctx.progress(f"{what}: settling")
         ctx.barrier()
         times.append(timed(step, ctx.device))
         clocks.append(_sm_clock_mhz(ctx.power_backend))
-        elapsed = time.perf_counter() - t0
+        elapsed = clock() - t0
         steady = _steady(times) and _steady(clocks)
         enough = len(times) >= max(1, ctx.warmup) and elapsed >= p.settle_min_s
         votes = gather((enough and steady, elapsed >= p.settle_max_s))
@@ -73,17 +73,17 @@ def settle_rounds(
     (step times differ between phases by design, so only the clock is judged): at least
     one round and settle_min_s, at most settle_max_s. All ranks stop together."""
     p, clocks, rounds = ctx.preset, [], 0
-    t0 = time.perf_counter()
+    t0 = clock()
     while True:
         ctx.progress(f"{what}: settling")
-        r0 = time.perf_counter()
+        r0 = clock()
         for step in steps.values():
             ctx.barrier()
             step()
             synchronize(ctx.device)
             clocks.append(_sm_clock_mhz(ctx.power_backend))
-        round_s, rounds = time.perf_counter() - r0, rounds + 1
-        elapsed = time.perf_counter() - t0
+        round_s, rounds = clock() - r0, rounds + 1
+        elapsed = clock() - t0
         votes = gather((elapsed >= p.settle_min_s and _steady(clocks), elapsed >= p.settle_max_s))
         if all(v[0] for v in votes) or any(v[1] for v in votes):
             break
