@@ -117,7 +117,7 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row], tuple[float,
             raise ArtifactError(
                 f"preset 'tiny' runs {preset.cpu_processes} CPU processes, --gpus {args.gpus} "
                 f"does not apply; accepted presets for GPUs: "
-                + ", ".join(n for n, q in PRESETS.items() if q.device == "gpu")
+                + ", ".join(n for n, q in PRESETS.items() if q.device == "gpu" and not q.rehearsal)
             )
         gpus = preset.cpu_processes
     elif nproc := getattr(args, "nproc", None):  # the rehearsal's gloo processes
@@ -136,7 +136,7 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row], tuple[float,
         if preset.device == "cpu":
             raise ArtifactError(
                 "--adaptive prices GPU presets; accepted: "
-                + ", ".join(n for n, q in PRESETS.items() if q.device == "gpu")
+                + ", ".join(n for n, q in PRESETS.items() if q.device == "gpu" and not q.rehearsal)
             )
         paper = _paper_items()
         if paper is None:

@@ -16,7 +16,7 @@ UNKNOWN_FIGURE = f"unknown experiment 'nofig'; accepted: {', '.join(all_figures(
         (["run", "nofig"], UNKNOWN_FIGURE),
         (
             ["run", "fig8", "--preset", "huge"],
-            "unknown preset 'huge'; accepted: tiny, quick, review, paper",
+            "unknown preset 'huge'; accepted: tiny, quick, rehearsal, review, paper",
         ),
         (
             ["run", "fig8", "--device", "tpu"],
@@ -37,7 +37,7 @@ UNKNOWN_FIGURE = f"unknown experiment 'nofig'; accepted: {', '.join(all_figures(
         (["run", "fig8", "--reps", "0"], "--reps must be at least 1, got 0"),
         (
             ["run", "fig8", "--models", "gpt3-1.3b,gpt5"],
-            "unknown model 'gpt5'; accepted: gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b, llama2-13b, gpt-tiny, llama-tiny",
+            "unknown model 'gpt5'; accepted: gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b, llama2-13b, gpt-tiny, llama-tiny, gpt-tiny4",
         ),
         (
             ["run", "fig8", "--power-interval-ms", "0"],

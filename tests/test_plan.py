@@ -120,7 +120,7 @@ def test_json_parses_and_totals_are_the_sum_of_rows(cli):
 @pytest.mark.parametrize(
     "args, named",
     [
-        (["--preset", "huge"], "'huge'; accepted: tiny, quick, review, paper"),
+        (["--preset", "huge"], "'huge'; accepted: tiny, quick, rehearsal, review, paper"),
         (["nofig"], f"'nofig'; accepted: {', '.join(all_figures())}"),
         (["--gpus", "0"], "--gpus must be at least 1, got 0"),
         (["--gpu-memory-gib", "-1"], "--gpu-memory-gib must be a positive number, got -1"),

@@ -306,6 +306,10 @@ def _a_rank_lost(r):
     r["per_rank"].pop()
 
 
+def _a_rank_lost_a_number(r):
+    del r["per_rank"][3]["e2e_ms"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("config", "mode", "edit", "breaks"),
@@ -319,6 +323,7 @@ def _a_rank_lost(r):
         (PIPE, "overlap", _stage_sent_too_little, {"rehearsal_bytes"}),
         (ZERO3, "overlap_control", _control_moved_bytes, {"rehearsal_zero_bytes"}),
         (PIPE, "nocomm", _a_rank_lost, {"rehearsal_ranks"}),
+        (ZERO3, "nocomm", _a_rank_lost_a_number, {"rehearsal_ranks"}),
     ],
 )
 def test_each_planted_fault_fails_its_check(gloo_rehearsal, tmp_path, config, mode, edit, breaks):
@@ -363,6 +368,17 @@ def test_a_rehearsal_judges_no_paper_item_and_its_report_says_so(gloo_rehearsal,
     first = (out / "report" / "appendix.md").read_text().split("\n\n")[1]
     assert first.startswith("**Dress rehearsal of the multi-GPU path: 4 ranks as gloo processes")
     assert "4 of 4 functional checks hold" in first
+
+
+def test_a_record_without_e2e_has_every_rank_when_each_reports_alike():
+    """fig7's power-trace records carry power, not E2E: every rank's numbers are there, so
+    the ranks check holds (it failed on the first GPU run that reached fig7)."""
+    ranks = [{"power_compute_pct_tdp": 80.0 + k, "samples": 12.0} for k in range(4)]
+    record = {"config_id": "m", "mode": "trace", "rep": 0, "config": {"world_size": 4},
+              "provenance": {}, "per_rank": ranks}  # fmt: skip
+    assert checks.ranks_check([record]) == []
+    ranks[2] = {"samples": 12.0}
+    assert checks.ranks_check([record]) == ["m trace rep 0 rank 2: no power_compute_pct_tdp"]
 
 
 def test_the_checks_read_nothing_as_not_run():

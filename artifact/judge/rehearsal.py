@@ -62,8 +62,8 @@ def _where(r: dict, rank: int | None = None) -> str:
 
 
 def ranks_check(records: list[dict]) -> list[str]:
-    """What breaks 'every rank wrote its numbers': a record short of ranks, or a rank's
-    E2E missing or not finite."""
+    """What breaks 'every rank wrote its numbers': a record short of ranks, or a rank
+    whose numbers are missing (none, or fewer kinds than its peers report)."""
     broken = []
     for r in records:
         world = int(r["config"].get("world_size") or r["provenance"].get("world_size") or 1)
@@ -71,10 +71,12 @@ def ranks_check(records: list[dict]) -> list[str]:
         if len(ranks) != world:
             broken.append(f"{_where(r)}: {len(ranks)} of {world} ranks")
             continue
+        every = set().union(*(p.keys() for p in ranks))
         for k, p in enumerate(ranks):
-            e2e = p.get("e2e_ms")
-            if e2e is None or not math.isfinite(e2e):
-                broken.append(f"{_where(r, k)}: no E2E")
+            finite = [v for v in p.values() if isinstance(v, int | float) and math.isfinite(v)]
+            if not finite or set(p) != every:
+                missing = ", ".join(sorted(every - set(p))) or "every number"
+                broken.append(f"{_where(r, k)}: no {missing}")
     return broken
 
 
