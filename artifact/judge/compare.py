@@ -39,7 +39,7 @@ from scipy import stats
 
 from artifact.analyze import noise
 from artifact.analyze.metrics import ratio_interval
-from artifact.judge import controls, copies, coverage, rehearsal, standin, validation
+from artifact.judge import controls, copies, coverage, rehearsal, scope, standin, validation
 from artifact.judge.expected import EXPECTED_DIR, NEEDS_COMMUNICATION, load_expected, metric_of
 from artifact.judge.figure_status import CPU_REASON, figure_status, not_ran, on_a_cpu
 from artifact.judge.verdicts import (
@@ -580,6 +580,9 @@ def _paper_verdicts(item, run: Results, checks: list[dict], v1: dict) -> list[di
     selected = select(run.judged_rows, item["rows"], metric)
     proxies = [c for c in run.proxy_configs if c in set(selected["config_id"])]
     evidence = [_proxy_verdict(item, selected, c, run, checks, exp, v1) for c in proxies]
+    if (beyond := scope.out_of_scope(item, run)) is not None:  # rows that cannot speak to it
+        note = f"; {PROXY_NOTE}" if evidence else ""
+        return [_verdict(item, beyond[0], beyond[1] + note, *exp), *evidence]
     rows = select(run.paper_rows, item["rows"], metric)
     if metric in NEEDS_COMMUNICATION:
         rows = _rows_with_communication(item, rows, run)
@@ -591,7 +594,9 @@ def _paper_verdicts(item, run: Results, checks: list[dict], v1: dict) -> list[di
             ]
     if rows.empty:
         reason = (
-            _not_ran(figures, run) or f"no {metric} rows for {', '.join(figures)} in this folder"
+            _not_ran(figures, run)
+            or scope.missing_configuration(item, run)
+            or f"no {metric} rows for {', '.join(figures)} in this folder"
         )
         return [_verdict(item, "not run", reason, *exp), *evidence]
     return [_judge_rows(item, rows, run, checks, exp), *evidence]

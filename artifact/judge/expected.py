@@ -39,6 +39,11 @@ NUMBER_KEYS = (
     "scope",
 )
 CLAIM_KEYS = ("id", "statement", "kind", "rows", "source", "scope")
+# what an item's `needs` may name (artifact/judge/scope.py)
+NEEDS_KEYS = {"world": int, "min_params_b": float}
+# an item that declares no `needs` (a figure of ARTIFACT_FIGURES_DIR's, a test's): any run
+# speaks to it; every item of expected/ declares its own (tests/test_scope.py)
+ANY_EVIDENCE = {"world": 1}
 # Quantities that mean something only where communication ran beside compute: Eq. 1, the
 # sequential penalty, Eq. 4 and its relatives, the overlap fraction, and the changes in
 # power that overlap causes. At world size 1 a collective moves no data and runs no kernel.
@@ -108,6 +113,18 @@ def _check_item(where: str, section: str, item: dict[str, Any]) -> None:
         )
     if not (item["scope"] == "any" or isinstance(item["scope"], list)):
         raise ArtifactError(f"{where}: scope must be 'any' or a list of GPU names")
+    needs = item.setdefault("needs", dict(ANY_EVIDENCE))
+    bad = (
+        not isinstance(needs, dict)
+        or "world" not in needs
+        or set(needs) - set(NEEDS_KEYS)
+        or not all(isinstance(v, int | float) and v > 0 for v in needs.values())
+    )
+    if bad:
+        raise ArtifactError(
+            f"{where}: needs {needs!r}; accepted: a mapping with world (ranks exchanging data) "
+            f"and optionally min_params_b (billions of parameters), positive numbers"
+        )
 
 
 def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:

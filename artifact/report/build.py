@@ -82,7 +82,7 @@ def _first_line(summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame) ->
         )
         return f"**Emulated on 1 x {', '.join(gpus)}: rank 0 of {' and '.join(map(str, emulated_worlds))} GPUs run alone, its traffic as {how}.** No collective crossed a link, so nothing here reproduces or refutes the paper: the emulated rows are a preview, shown beside the paper's numbers and never counted (section 'Emulated W-GPU preview').{bound} {counts} {where}"
     if n == 1:
-        return f"**Measured on 1 x {', '.join(gpus)}: what one GPU can judge.** With one GPU a collective moves no data, so the training figures (Figs. 4, 5, 10, 11) run no communication and their overlap claims are not applicable; the microbenchmarks run beside labelled one-GPU proxies. {counts} {where} The contention map is beyond the paper: it is measured, not counted among the paper's items. The paper used 4 GPUs of one node."
+        return f"**Measured on 1 x {', '.join(gpus)}: what one GPU can judge.** Every item of the paper was measured on 4 GPUs exchanging data (each item's scope, expected/ `needs`), and with one GPU a collective moves none, so no item of the paper can be judged here, whatever the numbers; the microbenchmarks run beside labelled one-GPU proxies, shown apart and never counted. {counts} {where} The contention map is beyond the paper: it is measured, not counted among the paper's items."
     return f"**Reproduction on {n} x {', '.join(gpus)}** (the paper used 4 x A100, H100, MI250 or MI210; numbers from other GPUs are compared only through hardware-independent quantities and the claims). {counts} {where}{_training_bound(summary, configs, verdicts)}"
 
 
