@@ -158,6 +158,20 @@ def _same_commit(a: str, b: str) -> bool:
     return a.startswith(b) or b.startswith(a)
 
 
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The CPU's model name ('AMD EPYC 9454 48-Core Processor'), from /proc/cpuinfo where
+    there is one; else what platform knows (often only 'x86_64')."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def capture() -> dict[str, Any]:
     """Everything provenance needs, as plain JSON-serialisable values."""
     import torch
@@ -171,7 +185,7 @@ def capture() -> dict[str, Any]:
         "device_kind": kind,
         "gpu_model": gpu_model,
         "gpu_count": gpu_count,
-        "cpu_model": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "driver": driver,
         "cuda": torch.version.cuda if kind == "cuda" else None,

@@ -61,6 +61,8 @@ class Device(Protocol):
 
     def driver_version(self) -> str | None: ...
 
+    def state(self) -> dict[str, object]: ...
+
     def close(self) -> None: ...
 
 
@@ -111,6 +113,22 @@ class NvmlDevice:
         version = self._nv.nvmlSystemGetDriverVersion()
         return version.decode() if isinstance(version, bytes) else str(version)
 
+    def state(self) -> dict[str, object]:
+        """Which GPU this is and how it is set (provenance): UUID and serial, the enforced
+        power limit, the application clocks; a field the driver does not answer is None."""
+        nv, h = self._nv, self._h
+        return {
+            "uuid": _asked(lambda: _text(nv.nvmlDeviceGetUUID(h))),
+            "serial": _asked(lambda: _text(nv.nvmlDeviceGetSerial(h))),
+            "power_limit_w": _asked(self.power_limit_w),
+            "app_sm_clock_mhz": _asked(
+                lambda: nv.nvmlDeviceGetApplicationsClock(h, nv.NVML_CLOCK_SM)
+            ),
+            "app_mem_clock_mhz": _asked(
+                lambda: nv.nvmlDeviceGetApplicationsClock(h, nv.NVML_CLOCK_MEM)
+            ),
+        }
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._nv.nvmlShutdown()
@@ -158,6 +176,16 @@ class AmdSmiDevice:
     def driver_version(self) -> str | None:
         return str(self._a.amdsmi_get_gpu_driver_info(self._h).get("driver_version"))
 
+    def state(self) -> dict[str, object]:
+        a, h = self._a, self._h
+        return {
+            "uuid": _asked(lambda: str(a.amdsmi_get_gpu_device_uuid(h))),
+            "serial": _asked(lambda: str(a.amdsmi_get_gpu_board_info(h).get("product_serial"))),
+            "power_limit_w": _asked(self.power_limit_w),
+            "app_sm_clock_mhz": None,  # AMD-SMI has no application clocks
+            "app_mem_clock_mhz": None,
+        }
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._a.amdsmi_shut_down()
@@ -189,8 +217,23 @@ class NoDevice:
     def driver_version(self) -> str | None:
         return None
 
+    def state(self) -> dict[str, object]:
+        return {}
+
     def close(self) -> None:
         pass
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _asked(read):
+    """A state field, or None where the driver does not answer (NotSupported, no permission)."""
+    try:
+        return read()
+    except Exception:  # every backend's own error types: a missing field is not a failure
+        return None
 
 
 _CLASSES: dict[str, type[NvmlDevice] | type[AmdSmiDevice]] = {

@@ -73,9 +73,12 @@ def hardware_line(prov: dict, configs: dict) -> str:
         return f"CPU only ({cpu}): {world_text(configs, gloo=True)}"
     runtime = f"CUDA {prov['cuda']}" if prov.get("cuda") else f"ROCm {as_value(prov.get('rocm'))}"
     nodes = prov.get("nnodes") or 1
+    state = prov.get("gpu_state") or {}
+    limit = f", power limit {state['power_limit_w']:g} W" if state.get("power_limit_w") else ""
+    uuid = f", {state['uuid']}" if state.get("uuid") else ""
     return (
         f"{prov['gpu_count']} x {prov.get('gpu_model')} (driver {as_value(prov.get('driver'))}, "
-        f"{runtime}){f', {nodes} nodes' if nodes > 1 else ''}; {world_text(configs)}"
+        f"{runtime}{limit}{uuid}){f', {nodes} nodes' if nodes > 1 else ''}; {world_text(configs)}"
     )
 
 

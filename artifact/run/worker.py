@@ -110,6 +110,9 @@ def _context(args: argparse.Namespace, local_rank: int, device, backend: str) ->
         "backend": backend,
         "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", 1)) if emulation.has_peers() else 1,
         "power_backend": telemetry.name,
+        # which GPU, and its power limit and application clocks, as the run began (the
+        # status holds them as it ended: gpu_state_end)
+        "gpu_state": getattr(telemetry, "state", dict)(),
         # ranks sharing each GPU (--ranks-per-gpu), and whether an MPS daemon served them
         "ranks_per_gpu": placement.per_gpu(),
         "mps": mps.in_use(),
@@ -140,8 +143,9 @@ def _context(args: argparse.Namespace, local_rank: int, device, backend: str) ->
     )
 
 
-def _run(ctx: RunContext) -> None:
-    """The figure's experiment; a failure or a Ctrl-C leaves its status saying so."""
+def _run(ctx: RunContext) -> dict:
+    """The figure's experiment; a failure or a Ctrl-C leaves its status saying so.
+    Returns the GPU's state as it ended (device.state: its power limit and clocks then)."""
     store, figure = ctx.store, ctx.figure
     try:
         spec_of(figure).run(ctx)
@@ -165,10 +169,14 @@ def _run(ctx: RunContext) -> None:
                 logging.getLogger(__name__).warning("status not written: %s", again)
         raise
     finally:
+        ended = getattr(ctx.power_backend, "state", dict)()
         ctx.power_backend.close()
+    return ended
 
 
-def _finish_status(store: RunStore, figure: str, reps: int, processes: int) -> None:
+def _finish_status(
+    store: RunStore, figure: str, reps: int, processes: int, gpu_state_end: dict | None = None
+) -> None:
     """Rank 0, after every rank is done: 'running' becomes 'ran' or 'not run'; a 'ran'
     gets the stamp that lets a resumed run skip starting the ranks (RunStore.finished).
     One read and one write of the status."""
@@ -187,6 +195,8 @@ def _finish_status(store: RunStore, figure: str, reps: int, processes: int) -> N
             state, reason = "not run", "no configuration could run here"
     if state in ("ran", "not run"):  # a 'not run' of this machine's: no resume starts it again
         details["finished"] = {"reps": reps, "processes": processes, "records": records}
+    if gpu_state_end:  # rank 0's GPU as the figure ended: its power limit and clocks then
+        details["gpu_state_end"] = gpu_state_end
     if state == "ran":
         reason = _with_stopped(store, figure, details, reason)
     if state != status["status"] or state in ("ran", "not run"):
@@ -245,13 +255,13 @@ def _main(argv: list[str] | None) -> None:
                 configs={},
             )
         ctx = _context(args, local_rank, device, backend)
-        _run(ctx)
+        ended = _run(ctx)
         if emulation.has_peers():
             dist.barrier()  # every rank's work, and rank 0's records, are done
         if rank == 0:
             # processes started: one under emulation (the CLI's resume check counts them)
             processes = ctx.world_size if emulation.has_peers() else 1
-            _finish_status(ctx.store, args.figure, ctx.reps, processes)
+            _finish_status(ctx.store, args.figure, ctx.reps, processes, ended)
     except BaseException:
         dist.destroy_process_group()
         raise
