@@ -131,7 +131,7 @@ def test_fig8_on_one_gpu_is_not_counted_and_its_proxies_are_evidence_apart(
     assert len(claim) == 3
     # the tally counts the paper's items only; proxy rows have their own count
     assert (paper_items(v)["item_type"].isin(["number", "claim"])).all()
-    assert "proxy evidence (not counted): reproduced " in tally(v)
+    assert "proxy evidence (not counted; " in tally(v)
     assert paper_items(v)["verdict"].eq("reproduced").sum() == 0
     # a script counting verdicts.csv needs no filter knowledge: counted_in says the tally
     assert v[v["counted_in"] == "paper"]["verdict"].eq("reproduced").sum() == 0

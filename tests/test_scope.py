@@ -109,3 +109,30 @@ def test_a_bad_needs_is_one_line_naming_it(tmp_path, needs):
     with pytest.raises(ArtifactError) as e:
         load_expected(d)
     assert "needs" in str(e.value) and "accepted" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_reading_counts_once_however_many_items_read_it():
+    """fig6's and fig8's peak-power items read the same one-GPU proxy rows (fig8 copies
+    fig6's records): one reading each, not two."""
+    import pandas as pd
+
+    from artifact.judge.verdicts import readings, tally
+
+    rows = [
+        ("fig6", "overlap_raises_peak_power", "peak_power_increase", "copy", "proxy"),
+        ("fig6", "overlap_raises_peak_power", "peak_power_increase", "onerank", "proxy"),
+        ("fig8", "peak_power_microbench", "peak_power_increase", "copy", ""),
+        ("fig8", "peak_power_microbench", "peak_power_increase", "onerank", ""),
+        ("fig8", "matmul_slower", "slowdown", "copy", "proxy"),
+        ("fig4", "slowdown_mean", "slowdown", "a; b", "preview"),
+        ("fig4", "slowdown_fsdp", "slowdown", "a", "preview"),
+    ]
+    v = pd.DataFrame(rows, columns=["figure", "item", "metric", "config_id", "counted_in"])
+    v["item_type"] = ["proxy"] * 5 + ["preview"] * 2
+    v["verdict"] = "inconclusive"
+    assert readings(v[v["counted_in"] == "proxy"]) == 3
+    assert readings(v[v["item_type"] == "preview"]) == 2  # slowdown of a and of b
+    line = tally(v)
+    assert "proxy evidence (not counted; 3 readings of 2 items): " in line
+    assert "inconclusive 3" in line
+    assert "emulated preview (not counted; 2 readings of 2 items)" in line

@@ -654,6 +654,10 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     return verdicts
 
 
+# the item types whose rows are readings of the paper's items on rows not the paper's
+READING_KINDS = ("proxy", "preview")
+
+
 def rehearsal_reason(run: Results) -> str:
     """Why a rehearsal judges no item of the paper, nor its controls and checks."""
     k = run.ranks_per_gpu
@@ -685,12 +689,25 @@ def _count_once(rows: list[dict], copied: dict, emulated: set[str]) -> list[dict
     figure measured, `same_records_as`: the row counts once, under the figure that
     measured it (or the first figure listed where that one has no such row)."""
     first: dict[tuple, str] = {}
+    judged: dict[tuple, str] = {}  # a proxy's or preview's reading -> the item that counted it
     out = []
     for row in rows:
         config = str(row.get("config_id") or "")
         source = copied.get((row["figure"], config), "")
         tally = counted_in(row["item_type"], config in emulated)
-        reading = (tally, row["item"], config, copies.root(row["figure"], config, copied))
+        root = copies.root(row["figure"], config, copied)
+        if row["item_type"] in READING_KINDS and config:
+            # items of the paper judged on one-GPU or emulated rows: a reading is the
+            # records and the metric, and two items that read the same count it once
+            reading = (tally, str(row.get("metric")), config, root)
+            owner = judged.setdefault(reading, row["item"])
+            if owner != row["item"]:
+                why = f"{row['reason'].rstrip('.')} (the same reading as {owner}: counted there)"
+                out.append(
+                    row | {"reason": as_sentence(why), "counted_in": "", "same_records_as": ""}
+                )
+                continue
+        reading = (tally, row["item"], config, root)
         if config and row["item_type"] not in ("number", "claim"):
             # the figure that measured it counts first, then any copy in the order given
             owner = first.setdefault(

@@ -104,10 +104,24 @@ def tally(verdicts: pd.DataFrame) -> str:
     paper = counted(verdicts, "paper")["verdict"].value_counts()
     line = "paper: " + ", ".join(f"{v} {paper.get(v, 0)}" for v in VERDICTS)
     for item_type, (label, values) in OTHER_KINDS.items():
-        counts = counted(verdicts, item_type)["verdict"].value_counts()
+        rows = counted(verdicts, item_type)
+        counts = rows["verdict"].value_counts()
         if not counts.empty:
+            if item_type in ("proxy", "preview"):  # the paper's items on rows not the paper's
+                n, items = readings(rows), rows["item"].nunique()
+                label = f"{label[:-1]}; {n} reading{'s' if n != 1 else ''} of {items} items)"
             line += f"; {label}: " + ", ".join(f"{v} {counts.get(v, 0)}" for v in values)
     return line
+
+
+def readings(rows: pd.DataFrame) -> int:
+    """How many readings the rows rest on: a reading is one configuration's records and one
+    metric, so several items (or a mean over configurations) that read it count it once."""
+    found = set()
+    for r in rows.itertuples():
+        configs = [c for c in str(r.config_id or "").split("; ") if c] or [f"item:{r.item}"]
+        found |= {(str(getattr(r, "metric", "")), c) for c in configs}
+    return len(found)
 
 
 def counted(verdicts: pd.DataFrame, tally_name: str) -> pd.DataFrame:

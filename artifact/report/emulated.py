@@ -14,7 +14,7 @@ import pandas as pd
 from artifact.core.emulated import EMULATED_SUFFIX, stand_in_of, validation_sentence
 from artifact.core.units import MIB
 from artifact.judge.controls import WHAT
-from artifact.judge.verdicts import counted, of_type
+from artifact.judge.verdicts import counted, of_type, readings
 from artifact.report.appendix import expected_text, measured_text
 from artifact.report.document import Doc
 from artifact.report.instrument import readings_sentence, with_source
@@ -204,11 +204,14 @@ def preview_section(doc: Doc, run: Results) -> None:
     _rows_table(doc, run, emulated)
     s = run.summary
     previews = of_type(run.verdicts, "preview")
-    counted_here = counted(run.verdicts, "preview")["verdict"].value_counts()
+    rows = counted(run.verdicts, "preview")
+    counted_here = rows["verdict"].value_counts()
     if not counted_here.empty:
         doc.p(
             "The preview's own tally, never the paper's (its items, its zero-byte controls "
-            "and the V1 rows of its configurations, each reading once): "
+            f"and the V1 rows of its configurations): {len(rows)} verdicts on "
+            f"{readings(rows)} readings (a reading: one configuration's records and one "
+            "metric; several items, or a mean over configurations, may read the same one): "
             + ", ".join(f"{v} {n}" for v, n in counted_here.items())
             + "."
         )
