@@ -49,6 +49,15 @@ PHRASES = (
     "V1",
     "V2",
     "V3",
+    "contention map",
+    "not applicable",
+    "not run",
+    "vs nocomm",
+    "compute beside communication",
+    "interval sweep",
+    "dress rehearsal",
+    "functional check",
+    "ranks per GPU",
 )
 
 

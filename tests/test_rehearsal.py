@@ -368,6 +368,10 @@ def test_a_rehearsal_judges_no_paper_item_and_its_report_says_so(gloo_rehearsal,
     first = (out / "report" / "appendix.md").read_text().split("\n\n")[1]
     assert first.startswith("**Dress rehearsal of the multi-GPU path: 4 ranks as gloo processes")
     assert "4 of 4 functional checks hold" in first
+    from tests.test_glossary import _missing  # every term the rehearsal's report uses
+
+    report = (out / "report" / "appendix.md").read_text()
+    assert not _missing(report[: report.index("# I. Glossary")])
 
 
 def test_a_record_without_e2e_has_every_rank_when_each_reports_alike():

@@ -246,6 +246,34 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "adaptive repetitions: after a pilot of 5 repetitions, a configuration's repetitions are fixed once, so that each judged quantity's CI half-width comes to at most a quarter of its item's tolerance (Stein's two-stage size), at most the run's maximum (the preset's repetitions, or --reps). Run by `run --adaptive` (the decision in records/FIGURE/CONFIG/stopping.json; the quantities it was decided by report at least Stein's interval), priced by `plan --adaptive`.",
     ),
     (
+        "contention map",
+        "the artifact's own experiment beyond the paper (figure `contention`): a GEMM or an elementwise add beside one mechanism at a time (an all-reduce, NCCL's one-rank kernel, a copy-engine copy, SMs held with no bytes, the NCCL-shaped stand-in, co-located NCCL ranks), to tell what holds compute back. Measured, never counted among the paper's items.",
+    ),
+    (
+        "not applicable / not run",
+        "two reasons an item has no verdict. Not applicable: this machine cannot speak to it (one GPU, where the item needs ranks exchanging data; another GPU model; a CPU). Not run: another run could (a model or figure the preset leaves out, an opt-in figure, a failure); its reason names what is missing.",
+    ),
+    (
+        "vs nocomm",
+        "a slowdown against the nocomm mode (the same compute with no communication at all) rather than against sequential; used where V1 fails, so the sequential baseline is not compute alone.",
+    ),
+    (
+        "compute beside communication",
+        "the share of a configuration's compute-kernel time that ran while a communication kernel ran (from the profiler trace, overlap mode). Eq. 1 cannot exceed it times the slowdown of those kernels.",
+    ),
+    (
+        "interval sweep",
+        "how the overlap fraction is computed: the trace's compute and communication kernels as time intervals, swept in order of start time, summing the time both kinds are active.",
+    ),
+    (
+        "MPS",
+        "NVIDIA's Multi-Process Service: one server runs the kernels of several processes on a GPU side by side. The rehearsal starts a daemon of its own only with --mps on.",
+    ),
+    (
+        "1F1B",
+        "one forward, one backward: Megatron-core's pipeline schedule. Each stage runs a warm-up of forward passes, then alternates one forward and one backward micro-batch; each micro-batch's activation goes forward over every stage boundary and its gradient back.",
+    ),
+    (
         "dress rehearsal",
         "`nox -s rehearsal` (preset rehearsal): README's 4-GPU path with 4 ranks and real NCCL on the GPUs present (several ranks sharing a GPU where there are fewer than 4), or 4 gloo processes on a CPU, on tiny models with the fewest steps. It checks that the path runs (the functional checks), never the paper's numbers.",
     ),
