@@ -41,9 +41,10 @@ class NoSpace(ArtifactError):
 
 def atomic_write(path: Path, write: Callable[[IO[str]], object]) -> None:
     """Call write(file) on a hidden temporary file, then rename it to `path` (never half-seen)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = ""
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp's 0600 would hide results from other uids
         with os.fdopen(fd, "w") as f:
             write(f)
@@ -51,10 +52,21 @@ def atomic_write(path: Path, write: Callable[[IO[str]], object]) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:
-        written = Path(tmp).stat().st_size if Path(tmp).exists() else 0
-        Path(tmp).unlink(missing_ok=True)
+        written = Path(tmp).stat().st_size if tmp and Path(tmp).exists() else 0
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        if e.errno == errno.ENAMETOOLONG:
+            raise ArtifactError(
+                f"cannot write '{path}': {e.strerror}; give a shorter --out"
+            ) from None
         if e.errno != errno.ENOSPC:
             raise
+        if not tmp or not written and free_inodes(path.parent) == 0:
+            raise NoSpace(
+                f"no file can be created in '{path.parent}': the file system has no free "
+                "inodes left; remove files there or give another --out (finished repetitions "
+                "are kept)"
+            ) from None
         free = os.statvfs(path.parent).f_bavail * os.statvfs(path.parent).f_frsize
         raise NoSpace(
             f"no space left writing '{path}': it ran out after {written} bytes with "
@@ -62,7 +74,8 @@ def atomic_write(path: Path, write: Callable[[IO[str]], object]) -> None:
             "(finished repetitions are kept)"
         ) from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
         raise
 
 
@@ -109,12 +122,71 @@ def ensure_writable(out: Path) -> Path:
     return out
 
 
+def _existing(folder: Path) -> Path:
+    """`folder`'s nearest existing folder (a name too long to look up counts as absent)."""
+    folder = Path(folder).absolute()
+    while folder != folder.parent:
+        try:
+            if folder.exists():
+                break
+        except OSError:  # ENAMETOOLONG: check_path says so
+            pass
+        folder = folder.parent
+    return folder
+
+
+def free_inodes(folder: Path) -> int | None:
+    """Files this user may still create under `folder` (None: the file system does not
+    count them, as some network and FUSE ones do not)."""
+    st = os.statvfs(_existing(folder))
+    return st.f_favail if st.f_files else None
+
+
+# the files a run writes, a generous count for the preflight: records, traces, logs, status
+FREE_INODES_FLOOR = 2000
+# the longest path a run writes under its folder (records/FIG/CONFIG/PHASE/rep-NNN.json with
+# the longest configuration ids and phases), so a folder that leaves less fails here
+LONGEST_INSIDE = 160
+# characters the compilers' and torchrun's command lines cannot carry in a path
+BAD_PATH_CHARS = ('"', "\\", "\n")
+
+
+def check_path(out: Path) -> None:
+    """Refuse an output folder no run can write, in one line, before anything is written:
+    characters the tools cannot quote, a path or a name longer than the file system takes,
+    no free inodes."""
+    text = str(out)
+    if bad := [c for c in BAD_PATH_CHARS if c in text]:
+        shown = " ".join(repr(c) for c in bad)
+        raise ArtifactError(
+            f'--out {text!r} holds {shown}; accepted: a path without " \\ or a newline (the '
+            "compilers' and torchrun's command lines cannot carry them)"
+        )
+    existing = _existing(out)
+    name_max = os.pathconf(existing, "PC_NAME_MAX")
+    path_max = os.pathconf(existing, "PC_PATH_MAX")
+    if long := [c for c in Path(out).parts if len(c.encode()) > name_max]:
+        raise ArtifactError(
+            f"--out has a name of {len(long[0].encode())} bytes ({long[0][:40]}...); accepted: "
+            f"names of at most {name_max} bytes on this file system"
+        )
+    full = len(str(Path(out).absolute()).encode())
+    if full + LONGEST_INSIDE > path_max:
+        raise ArtifactError(
+            f"--out is {full} bytes long and a run writes paths up to {LONGEST_INSIDE} bytes "
+            f"below it; accepted: a path of at most {path_max - LONGEST_INSIDE} bytes here"
+        )
+    inodes = free_inodes(out)
+    if inodes is not None and inodes < FREE_INODES_FLOOR:
+        raise ArtifactError(
+            f"the file system of '{out}' has {inodes} free inodes (files it can still create); "
+            f"a run needs {FREE_INODES_FLOOR} or more: remove files there or give another --out"
+        )
+
+
 def free_bytes(folder: Path) -> int:
     """Space this user may still write under `folder` (its nearest existing parent)."""
-    folder = Path(folder).absolute()
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    st = os.statvfs(folder)
+    st = os.statvfs(_existing(folder))
     return st.f_bavail * st.f_frsize
 
 

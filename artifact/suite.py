@@ -121,7 +121,7 @@ def claim(args: list[str], out: Path, figures: set[str]):
     """Before the first stage: room for what the plan writes, the folder and its lock,
     and a rendezvous that answers. Raises ArtifactError (one line, exit 2); returns the
     lock (None for several nodes, which share the folder), held until `all` ends."""
-    from artifact.store import check_space, ensure_writable
+    from artifact.store import check_path, check_space, ensure_writable
 
     if endpoint := flag_value(args, "--rdzv-endpoint"):
         from artifact.run.launch import DEFAULT_RDZV_TIMEOUT_S, check_rendezvous
@@ -130,6 +130,7 @@ def claim(args: list[str], out: Path, figures: set[str]):
         check_rendezvous(endpoint, float(bound) if bound else DEFAULT_RDZV_TIMEOUT_S)
     nodes = int(flag_value(args, "--nnodes") or 1)
     plan_argv = passed(args, PLAN_FLAGS)
+    check_path(out)
     check_space(out, disk_left(plan_argv, out, figures), "every figure")
     ensure_writable(out)
     return procs.FolderLock(out).acquire() if nodes == 1 else None

@@ -52,6 +52,10 @@ def build(
 
         check_rendezvous(args.rdzv_endpoint, args.rdzv_timeout_s)
     nnodes = args.nnodes or 1
+    if args.out:  # characters, lengths, inodes: one line before the folder is looked at
+        from artifact.store import check_path
+
+        check_path(Path(args.out))
     if nnodes == 1 and args.out and Path(args.out).is_dir():
         # one run a folder: refused before torch loads (taken once the run is known to
         # fit, artifact.run.stage.claim); the agents of a multi-node run share theirs
@@ -208,6 +212,7 @@ def check_run_args(run_args: list[str]) -> None:
     check_preset_device(preset, device)
     placement.check(args.ranks_per_gpu, device, args.emulate_world)
     if args.out:  # one line here, not one per figure
-        from artifact.store import check_not_a_file
+        from artifact.store import check_not_a_file, check_path
 
+        check_path(Path(args.out))
         check_not_a_file(Path(args.out))

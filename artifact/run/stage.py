@@ -56,7 +56,7 @@ def claim(r: RunRequest) -> Claim:
     """The folder's plan reconciled with this run, room for what it writes, the folder
     writable and locked, and this run recorded in plan.json."""
     from artifact import env as envmod
-    from artifact.store import check_space, default_out_dir, ensure_writable
+    from artifact.store import check_path, check_space, default_out_dir, ensure_writable
 
     out = r.out if r.out else default_out_dir(r.preset.name)
     fingerprint = envmod.fingerprint(envmod.capture())
@@ -69,6 +69,7 @@ def claim(r: RunRequest) -> Claim:
         options=r.options,
     )
     # before anything is written: a full disk is one line here, not tracebacks mid-run
+    check_path(out)
     check_space(out, disk_need(r.figure, r.preset, r.nproc, r.options, out), r.figure)
     out = ensure_writable(out)
     lock = None if r.shared else procs.FolderLock(out).acquire()

@@ -1,0 +1,67 @@
+"""An output folder no run can write is refused in one line before anything is written:
+characters the tools cannot quote, names and paths too long, no free inodes; and a temp
+file never outlives a failed write (issue 61 items 4-6)."""
+
+import errno
+import tempfile
+
+import pytest
+
+from artifact import store
+from artifact.core.errors import ArtifactError
+from tests.conftest import run_cli
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ('a"b', "holds '\"'"),
+        ("a\\b", "holds '\\\\'"),
+        ("x" * 300, "a name of 300 bytes"),
+        ("/".join(["y" * 200] * 20), "bytes long and a run writes paths"),
+    ],
+)
+@pytest.mark.parametrize("command", [("run", "fig8"), ("all",)])
+def test_a_bad_out_is_one_line_exit_2_and_nothing_written(tmp_path, name, said, command):
+    out = tmp_path / name
+    res = run_cli(*command, "--out", str(out), timeout=120)
+    lines = [x for x in res.stderr.splitlines() if x.strip()]
+    assert res.returncode == 2, res.stderr
+    assert len(lines) == 1 and lines[0].startswith("error:") and said in lines[0], res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_free_inodes_is_refused_before_a_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(store, "free_inodes", lambda folder: 12)
+    with pytest.raises(ArtifactError) as e:
+        store.check_path(tmp_path / "run")
+    assert "12 free inodes" in str(e.value) and "2000 or more" in str(e.value)
+
+
+def test_a_failed_write_leaves_no_temp_file_and_says_why(tmp_path, monkeypatch):
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    monkeypatch.setattr(store, "free_inodes", lambda folder: 0)
+    with pytest.raises(store.NoSpace, match="no free inodes"):
+        store.atomic_write_text(tmp_path / "status.json", "{}")
+    assert list(tmp_path.iterdir()) == []
+
+    def too_long(*a, **k):
+        raise OSError(errno.ENAMETOOLONG, "File name too long")
+
+    monkeypatch.setattr(tempfile, "mkstemp", too_long)
+    with pytest.raises(ArtifactError, match="shorter --out"):
+        store.atomic_write_text(tmp_path / "status.json", "{}")
+
+
+def test_a_write_that_fails_midway_removes_its_temp_file(tmp_path):
+    def breaks(f):
+        f.write("half")
+        raise OSError(errno.EIO, "I/O error")
+
+    with pytest.raises(OSError):
+        store.atomic_write(tmp_path / "summary.csv", breaks)
+    assert list(tmp_path.iterdir()) == []
