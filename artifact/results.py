@@ -18,7 +18,7 @@ from artifact.analyze.aggregate import gpus_in, load_summary
 from artifact.core.emulated import EMULATED_SUFFIX, NOTE_PREFIX
 from artifact.judge.controls import is_proxy
 from artifact.judge.verdicts import load_verdicts
-from artifact.store import RunStore
+from artifact.store import RunStore, check_derived
 from artifact.workloads import beyond_paper
 
 
@@ -36,6 +36,7 @@ class Results:
     def load(cls, out: Path) -> Results:
         out = Path(out)
         summary = load_summary(out)  # checks the folder and its summary first
+        check_derived(out, ("summary.csv", "configs.json", "provenance.json"))
         return cls(
             out,
             summary,
@@ -46,7 +47,9 @@ class Results:
 
     @cached_property
     def verdicts(self) -> pd.DataFrame:
-        """verdicts.csv: compare judges, the report only reads (a missing one is an error)."""
+        """verdicts.csv: compare judges, the report only reads (a missing or damaged one is
+        an error)."""
+        check_derived(self.out, ("verdicts.csv",))
         return load_verdicts(self.out)
 
     @cached_property

@@ -327,17 +327,7 @@ class RunStore:
         temporary files are never read."""
         base = self.records_dir / figure if figure else self.records_dir
         base = base / config_id if figure and config_id else base
-        out = []
-        for path in sorted(base.glob("**/rep-*.json")):
-            try:
-                with path.open() as f:
-                    out.append(json.load(f))
-            except json.JSONDecodeError as e:
-                raise ArtifactError(
-                    f"{path}: not a valid record ({e.msg} at line {e.lineno}); "
-                    "delete it and re-run to measure that repetition again"
-                ) from None
-        return out
+        return [read_record(path) for path in sorted(base.glob("**/rep-*.json"))]
 
     def record_count(self, figure: str | None = None) -> int:
         """How many finished records a figure (or the folder) has on disk; none is read."""
@@ -410,15 +400,99 @@ class RunStore:
         out = {}
         for p in sorted(self.root.glob("status/*.json")):
             try:
-                out[p.stem] = json.loads(p.read_text())
+                status = json.loads(p.read_text())
             except json.JSONDecodeError as e:
                 raise ArtifactError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
+            if not isinstance(status, dict) or not {"status", "reason"} <= set(status):
+                raise ArtifactError(
+                    f"{p}: not a figure's status (a mapping with status and reason); delete it "
+                    f"and run `{p.stem}` again (its records are kept and not measured again)"
+                )
+            out[p.stem] = status
         return out
 
     def write_text(self, name: str, text: str) -> Path:
         path = self.root / name
         atomic_write_text(path, text)
+        if name in DERIVED:  # its digest, so a damaged copy is known before it is trusted
+            digests = read_digests(self.root)
+            digests[name] = _sha256(text.encode())
+            atomic_write_text(self.root / DIGESTS, json.dumps(digests, indent=1, sort_keys=True))
         return path
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """One record, checked: a file cut short or of another shape is a one-line error that
+    names it and how to measure that repetition again."""
+    again = "delete it and re-run to measure that repetition again"
+    try:
+        record = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise ArtifactError(
+            f"{path}: not a valid record ({e.msg} at line {e.lineno}); {again}"
+        ) from None
+    missing = RECORD_KEYS - set(record) if isinstance(record, dict) else RECORD_KEYS
+    if missing:
+        raise ArtifactError(
+            f"{path}: not a record (it lacks {', '.join(sorted(missing))}); {again}"
+        )
+    return record
+
+
+# what every record holds (RunStore.write_record); a file without them is no record
+RECORD_KEYS = frozenset({"figure", "config_id", "mode", "rep", "metrics", "config", "provenance"})
+
+# The files later stages derive from the records (summarize, compare): each is written with
+# its digest in DIGESTS, and read only where it still matches (damaged_derived)
+DERIVED = ("summary.csv", "configs.json", "provenance.json", "verdicts.csv")
+DIGESTS = ".digests.json"
+REBUILT_BY = {
+    "summary.csv": "summarize",
+    "configs.json": "summarize",
+    "provenance.json": "summarize",
+    "verdicts.csv": "compare",
+}
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_digests(out: Path) -> dict[str, str]:
+    """The digests of the derived files as written ({} where none was recorded: a folder
+    from before, whose files are read as they are)."""
+    try:
+        data = json.loads((Path(out) / DIGESTS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def damaged_derived(out: Path, names: Iterable[str] = DERIVED) -> list[str]:
+    """The derived files whose content is not what their stage wrote (cut short, edited)."""
+    digests = read_digests(out)
+    damaged = []
+    for name in names:
+        path = Path(out) / name
+        if name in digests and path.is_file() and _sha256(path.read_bytes()) != digests[name]:
+            damaged.append(name)
+    return damaged
+
+
+def check_derived(out: Path, names: Iterable[str] = DERIVED) -> None:
+    """A one-line ArtifactError naming a damaged derived file and the command that rebuilds
+    it from the records."""
+    from artifact.command import invocation
+
+    if damaged := damaged_derived(out, names):
+        name = damaged[0]
+        raise ArtifactError(
+            f"'{Path(out) / name}' is not what `{REBUILT_BY[name]}` wrote (cut short or edited: "
+            f"its digest differs); rebuild it from the records: "
+            f"`{invocation()} {REBUILT_BY[name]} {out}`"
+        )
 
 
 def check_uniform_env(records: Iterable[dict[str, Any]], allow_mixed: bool = False) -> None:

@@ -4,13 +4,12 @@ row, fig11's FP32 rows are fig10's), so nothing is measured twice."""
 
 from __future__ import annotations
 
-import json
 import logging
 
 from artifact.figures import spec_of
 from artifact.run.context import ConfigPoint, RunContext, broadcast
 from artifact.run.schedule import stored_n
-from artifact.store import atomic_write, dump_json
+from artifact.store import atomic_write, dump_json, read_record
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +48,7 @@ def _reusable(ctx: RunContext, source: str, point: ConfigPoint, phases: tuple[st
     ]
     if not all(p.is_file() for p in paths):
         return False
-    seen = json.loads(paths[0].read_text())
+    seen = read_record(paths[0])
     same = {k: v for k, v in point.config.items() if k != "note"}
     return seen["provenance"].get("preset") == ctx.preset.name and all(
         seen["config"].get(k) == v for k, v in same.items()
@@ -57,7 +56,7 @@ def _reusable(ctx: RunContext, source: str, point: ConfigPoint, phases: tuple[st
 
 
 def _copy_record(ctx: RunContext, source: str, config_id: str, phase: str, rep: int) -> None:
-    record = json.loads(ctx.store.record_path(source, config_id, phase, rep).read_text())
+    record = read_record(ctx.store.record_path(source, config_id, phase, rep))
     note = f"measured for {source} (the same configuration): its records"
     record["figure"] = ctx.figure
     record["reused_from"] = source

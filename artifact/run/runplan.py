@@ -62,9 +62,15 @@ def read(out: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text())
+        plan = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ArtifactError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(plan, dict) or "figures" not in plan:
+        raise ArtifactError(
+            f"{path}: not a folder's plan (a mapping with figures); delete it and run again: "
+            "the records are kept, and the next run writes the plan anew"
+        )
+    return plan
 
 
 def reconcile(

@@ -189,21 +189,28 @@ def launch_and_record(
 def summarize_if_stale(out: Path, say: Say) -> None:
     """`compare` judges the records as they are now: a summary older than them is
     written again first (and said)."""
-    from artifact.store import stale_summary
+    from artifact.store import damaged_derived, stale_summary
 
+    summary_files = ("summary.csv", "configs.json", "provenance.json")
     if stale := stale_summary(out):
-        from artifact.analyze.summarize import write_summary
+        why = f"{out / 'summary.csv'} is older than {stale} record(s)"
+    elif damaged := damaged_derived(out, summary_files):
+        why = f"{out / damaged[0]} is not what summarize wrote (cut short or edited)"
+    else:
+        return
+    from artifact.analyze.summarize import write_summary
 
-        say(f"{out / 'summary.csv'} is older than {stale} record(s): summarizing again")
-        write_summary(out)
+    say(f"{why}: summarizing again from the records")
+    write_summary(out)
 
 
 def check_report_inputs(out: Path) -> None:
     """`report` reads summary.csv and verdicts.csv as the records are now: older ones
     are refused in one line naming the command that refreshes them."""
     from artifact.command import invocation
-    from artifact.store import stale_summary
+    from artifact.store import check_derived, stale_summary
 
+    check_derived(out)  # a damaged summary or verdict table never reaches a report
     if stale := stale_summary(out):
         raise ArtifactError(
             f"'{out / 'summary.csv'}' is older than {stale} record(s): run "
