@@ -226,7 +226,8 @@ def test_a_resumed_twin_keeps_the_pace_its_records_ran_at(tmp_path):
     for rep, cfg in enumerate([{"paced_to_ms": 4.25}, {"paced_to_ms": 4.25}]):
         path = store.record_path("contention", "twin", "overlap", rep)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"config": cfg}))
+        record = {"figure": "contention", "config_id": "twin", "mode": "overlap", "rep": rep}
+        path.write_text(json.dumps(record | {"config": cfg, "metrics": {}, "provenance": {}}))
     assert _earlier_pace(ctx, "twin") == 4.25
     assert _earlier_pace(ctx, "other") is None
 

@@ -377,7 +377,7 @@ def _mixed_verdicts(out: Path) -> pd.DataFrame:
         counted_in="check",  # the tally each row counts in (verdicts.csv says it)
     )
     v = pd.concat([v, checks], ignore_index=True)
-    v.to_csv(out / "verdicts.csv", index=False)
+    RunStore(out).write_text("verdicts.csv", v.to_csv(index=False))  # as compare writes it
     return v
 
 
