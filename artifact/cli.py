@@ -93,7 +93,8 @@ def launch_and_report(
         return _launch(args, log_path, figure, preset, device, out, reps, nproc, options, env)
 
     say, warn = console.print, err_console.print
-    rc = stage.launch_and_record(figure, out, reps, device, options, start, say, warn)
+    shared = (getattr(args, "nnodes", None) or 1) > 1  # the nodes share the folder
+    rc = stage.launch_and_record(figure, out, reps, device, options, start, say, warn, shared)
     return rc if rc is not None else _print_outcome(args, RunStore(out), figure, out)
 
 

@@ -65,3 +65,18 @@ def test_a_write_that_fails_midway_removes_its_temp_file(tmp_path):
     with pytest.raises(OSError):
         store.atomic_write(tmp_path / "summary.csv", breaks)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("shared", "kept"), [(True, True), (False, False)])
+def test_a_shared_folder_keeps_another_nodes_write_in_flight(tmp_path, shared, kept):
+    """Two nodes' launchers share one folder: one cleared the other's temporary plan.json
+    as it wrote it, and that node failed its rename (FileNotFoundError)."""
+    from artifact.core.options import RunOptions
+    from artifact.run.stage import _before_launch
+
+    in_flight = tmp_path / ".plan.json.u7paxg89.tmp"
+    in_flight.write_text("{")
+    said = []
+    _before_launch("fig8", tmp_path, "cpu", RunOptions(), said.append, shared=shared)
+    assert in_flight.exists() == kept
+    assert bool(said) != kept  # the clearing is said where it happens

@@ -101,11 +101,16 @@ def writer_lock(out: Path):
     return procs.FolderLock(out).acquire() if ran else None
 
 
-def _before_launch(figure: str, out: Path, device: str, options, say: Say) -> None:
-    """Leftovers of a killed run cleared, and DeepSpeed's first-use build announced."""
+def _before_launch(
+    figure: str, out: Path, device: str, options, say: Say, shared: bool = False
+) -> None:
+    """Leftovers of a killed run cleared, and DeepSpeed's first-use build announced. A
+    folder the nodes of a multi-node run share (`shared`) keeps its temporary files: one
+    may be another node's write in flight (clearing it failed that node's rename; readers
+    ignore temporary files anyway)."""
     from artifact.store import RunStore
 
-    if removed := RunStore(out).clean_partial():
+    if not shared and (removed := RunStore(out).clean_partial()):
         say(f"removed {removed} half-written file(s) a killed run left in {out}")
     for stale in procs.clear_stale_build_locks():
         say(f"removed a build lock a killed run left behind: {stale}")
@@ -135,8 +140,9 @@ def interrupted(store, figure: str, why: str, reps: int, out: Path, warn: Say) -
 
 
 def launch_and_record(
-    figure: str, out: Path, reps: int, device: str, options, start, say: Say, warn: Say
-) -> int | None:
+    figure: str, out: Path, reps: int, device: str, options, start, say: Say, warn: Say,
+    shared: bool = False,
+) -> int | None:  # fmt: skip
     """Start the ranks (`start(log_path)`: the CLI's launch under its live display) and
     record how they ended in status/. Returns the exit code of a run that did not end
     well (1 failed, 130 interrupted), None where the figure ended (its outcome is the
@@ -149,7 +155,7 @@ def launch_and_record(
     stop = out / "logs" / f"{figure}.stop"
     stop.unlink(missing_ok=True)
     STOP_FILE[:] = [stop]
-    _before_launch(figure, out, device, options, say)
+    _before_launch(figure, out, device, options, say, shared)
     try:
         outcome = start(log_path)
     except (KeyboardInterrupt, Terminated) as e:
