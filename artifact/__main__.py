@@ -1,3 +1,3 @@
-from artifact.cli import main
+from artifact.entry import main
 
 raise SystemExit(main())

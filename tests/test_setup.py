@@ -144,4 +144,4 @@ def test_readme_calls_the_cli_one_way():
     commands = set(build_parser()._subparsers._group_actions[0].choices)
     assert {"run", "plan", "summarize", "restore-caps"} <= used <= commands
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["artifact"] == "artifact.cli:main"
+    assert scripts["artifact"] == "artifact.entry:main"  # registry errors: one line

@@ -31,16 +31,47 @@ def extra_dir() -> Path | None:
 def load_folder(folder: Path) -> dict[str, FigureSpec]:
     """The specs of a folder's figure files (names.figure_names), loaded by path."""
     if not Path(folder).is_dir():
-        raise ArtifactError(f"{EXTRA_ENV}={str(folder)!r} is not a folder of figure files")
+        raise ArtifactError(
+            f"{EXTRA_ENV}={str(folder)!r} is not a folder; accepted: a folder of figure files "
+            "(artifact/figures/fig8.py is one), or the variable unset"
+        )
     specs = {}
     for name in figure_names(Path(folder)):
-        loader = importlib.util.spec_from_file_location(
-            f"_figure_{name}", Path(folder) / f"{name}.py"
-        )
+        path = Path(folder) / f"{name}.py"
+        loader = importlib.util.spec_from_file_location(f"_figure_{name}", path)
         module = importlib.util.module_from_spec(loader)
-        loader.loader.exec_module(module)
-        specs[name] = module.SPEC
+        try:
+            loader.loader.exec_module(module)
+        except Exception as e:  # a figure file is user code: any error is its own
+            where = f" at line {e.lineno}" if isinstance(e, SyntaxError) else ""
+            raise ArtifactError(
+                f"{path}: does not import ({type(e).__name__}{where}: "
+                f"{str(e).splitlines()[0] if str(e) else ''}); fix it or move it out of "
+                f"{EXTRA_ENV}"
+            ) from None
+        spec = getattr(module, "SPEC", None)
+        if not isinstance(spec, FigureSpec):
+            raise ArtifactError(
+                f"{path}: defines no SPEC (a FigureSpec, as artifact/figures/fig8.py does); "
+                "accepted: a figure file with SPEC = FigureSpec(...)"
+            )
+        check_reps(path, spec)
+        specs[name] = spec
     return specs
+
+
+def check_reps(path: Path, spec: FigureSpec) -> None:
+    """A spec's default repetitions are 1 or more at every preset: 0 or fewer ran nothing
+    and stamped the figure finished, so a resume did nothing either."""
+    from artifact.core.config import PRESETS
+
+    for preset in PRESETS.values():
+        reps = spec.default_reps(preset)
+        if not isinstance(reps, int) or reps < 1:
+            raise ArtifactError(
+                f"{path}: default_reps gives {reps!r} at preset {preset.name}; accepted: "
+                "an integer of 1 or more"
+            )
 
 
 REGISTRY: dict[str, FigureSpec] = {
