@@ -80,3 +80,23 @@ def test_a_shared_folder_keeps_another_nodes_write_in_flight(tmp_path, shared, k
     _before_launch("fig8", tmp_path, "cpu", RunOptions(), said.append, shared=shared)
     assert in_flight.exists() == kept
     assert bool(said) != kept  # the clearing is said where it happens
+
+
+@pytest.mark.slow
+def test_a_closed_stdout_does_not_end_the_run(tmp_path):
+    """`run ... | head -1`: every record is written, exit 0, and one line on stderr says
+    that output stopped (it exited 1 silently; `all | head -3` stopped the suite)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    out = tmp_path / "run"
+    cmd = f"{sys.executable} -m artifact run fig8 --preset tiny --reps 2 --out {out} | head -1 > /dev/null; exit ${{PIPESTATUS[0]}}"
+    res = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert len(list(out.glob("records/fig8/*/*/rep-*.json"))) == 2 * len(
+        list(out.glob("records/fig8/*/*/rep-000.json"))
+    )
+    assert res.stderr.count("note: stdout was closed by its reader") == 1
+    assert (out / "summary.csv").is_file()
