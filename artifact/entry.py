@@ -61,6 +61,9 @@ def main() -> int:
     except ArtifactError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a Ctrl-C during the imports: nothing had started
+        print("interrupted by Ctrl-C while starting: nothing was run", file=sys.stderr)
+        return 130
     rc = cli_main()
     from artifact.run.procs import SUITE_LOCK_ENV
 

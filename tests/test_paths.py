@@ -100,3 +100,29 @@ def test_a_closed_stdout_does_not_end_the_run(tmp_path):
     )
     assert res.stderr.count("note: stdout was closed by its reader") == 1
     assert (out / "summary.csv").is_file()
+
+
+@pytest.mark.slow
+def test_a_hung_run_keeps_its_ranks_tracebacks_off_the_console(tmp_path, monkeypatch):
+    """The watchdog stops a hung run; the tracebacks its ranks print on the way out go to
+    the log, not to the console (about 80 lines reached it)."""
+    import sys
+
+    from artifact.run import launch
+
+    script = (
+        "import signal, sys, time\n"
+        "def bye(*a):\n"
+        "    print('\\n'.join(f'Traceback line {k}' for k in range(80)), flush=True)\n"
+        "    sys.exit(1)\n"
+        "signal.signal(signal.SIGTERM, bye)\n"
+        "print('rank 0 started', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    monkeypatch.setattr(launch, "torchrun_command", lambda **kw: [sys.executable, "-c", script])
+    shown: list[str] = []
+    log = tmp_path / "logs" / "fig8.log"
+    outcome = launch.launch(log, hang_s=2.0, echo=shown.append, device="cpu")
+    assert outcome.hung and "no progress for 2 s" in outcome.hung
+    assert shown == ["rank 0 started\n"]
+    assert "Traceback line 79" in log.read_text()

@@ -177,7 +177,8 @@ def launch(
             for line in proc.stdout:
                 last_output[0] = time.time()
                 log.write(line)
-                shown(line)
+                if not hung:  # once stopped as hung, the ranks' tracebacks go to the log only
+                    shown(line)
             rc = proc.wait()
             watch.join(timeout=60)
             log.write(f"{RUN_END} exit {rc} after {time.monotonic() - started:.1f} s\n")
