@@ -133,6 +133,7 @@ def test_a_build_orphaned_by_a_killed_run_is_stopped_and_its_lock_cleared(tmp_pa
     build_dir.mkdir()
     lock = build_dir / "lock"
     lock.touch()
+    os.utime(lock, (time.time() - 120, time.time() - 120))  # the killed run took it long ago
     # `sh` starts the stand-in ninja in the build folder and exits: it is orphaned
     subprocess.run(
         ["sh", "-c", f"cd {build_dir} && (exec sleep 120 >/dev/null 2>&1 &)"],
@@ -150,6 +151,49 @@ def test_a_build_orphaned_by_a_killed_run_is_stopped_and_its_lock_cleared(tmp_pa
         for pid in orphans:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_lock_taken_just_before_its_compiler_starts_is_kept(tmp_path):
+    """torch takes the build lock, then starts ninja (26 ms later on 2 cores): a run that
+    cleared locks in that gap removed a live build's lock and failed it (ImportError).
+    A slow compiler stub starts 0.3 s after the lock: the lock is waited for, and kept."""
+    build_dir = tmp_path / "deepspeed_shm_comm"
+    build_dir.mkdir()
+    lock = build_dir / "lock"
+    lock.touch()
+    # the build folder in its environment, not its command line: a builder from the
+    # moment it cds there (as ninja runs in it), not before
+    env = {**os.environ, "BUILD_DIR": str(build_dir)}
+    stub = subprocess.Popen(["sh", "-c", 'sleep 0.3; cd "$BUILD_DIR" && exec sleep 30'], env=env)
+    said: list[str] = []
+    try:
+        assert procs.clear_stale_build_locks(tmp_path, say=said.append, min_age_s=10) == []
+        assert lock.exists()
+        assert len(said) == 1 and "a build lock another run took just now" in said[0]
+    finally:
+        stub.kill()
+        stub.wait()
+
+
+def test_a_young_lock_no_build_takes_is_removed_once_old(tmp_path):
+    """With no compiler ever starting, the lock is stale once STALE_LOCK_AGE_S old (the
+    clock is the test's, not this machine's)."""
+    build_dir = tmp_path / "deepspeed_shm_comm"
+    build_dir.mkdir()
+    lock = build_dir / "lock"
+    lock.touch()
+    now = [lock.stat().st_mtime]
+    slept: list[float] = []
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    removed = procs.clear_stale_build_locks(
+        tmp_path, clock=lambda: now[0], sleep=sleep, min_age_s=5
+    )
+    assert removed == [lock] and not lock.exists()
+    assert sum(slept) == pytest.approx(5.0)
 
 
 def test_a_build_a_live_rank_runs_is_kept(tmp_path):

@@ -257,6 +257,8 @@ def test_a_stale_build_lock_is_removed_and_a_live_one_kept(tmp_path, layout):
     finally:
         builder.kill()
         builder.wait()
+    # a lock left by a killed build: stale once old (a young one is waited for)
+    os.utime(lock, (time.time() - 120, time.time() - 120))
     assert procs.clear_stale_build_locks(tmp_path) == [lock] and not lock.exists()
 
 

@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from artifact.core.errors import ArtifactError
@@ -269,9 +270,23 @@ def orphaned(pid: int) -> bool:
     return True
 
 
-def clear_stale_build_locks(root: Path | None = None) -> list[Path]:
+# A build lock with no compiler running is stale only once this old: torch takes the lock
+# before it starts ninja (26 ms later on 2 cores), and a lock removed in that gap failed
+# the build that held it (ImportError in the other run)
+STALE_LOCK_AGE_S = 30.0
+
+
+def clear_stale_build_locks(
+    root: Path | None = None,
+    say=None,
+    clock=time.time,
+    sleep=time.sleep,
+    min_age_s: float = STALE_LOCK_AGE_S,
+) -> list[Path]:
     """Remove extension build locks no live build can hold; returns what was removed.
-    A build orphaned by a killed run is killed first (it would race the next build)."""
+    A build orphaned by a killed run is killed first (it would race the next build). A
+    lock younger than `min_age_s` with no builder yet is waited for (`say` names it once):
+    it becomes a live build (left alone), goes away, or grows old enough to be stale."""
     removed = []
     root = root or extensions_dir()
     locks = {lock for layout in LAYOUTS for lock in root.glob(layout.format(op="*") + "/lock")}
@@ -283,10 +298,29 @@ def clear_stale_build_locks(root: Path | None = None) -> list[Path]:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
             builders = []
-        if not builders:
+        if not builders and _settled_stale(lock, say, clock, sleep, min_age_s):
             lock.unlink(missing_ok=True)
             removed.append(lock)
     return removed
+
+
+def _settled_stale(lock: Path, say, clock, sleep, min_age_s: float) -> bool:
+    """Whether a lock with no builder is stale: old enough, or it stays builder-less until
+    it is (a young one may be a build between taking its lock and starting ninja)."""
+    waited = False
+    while True:
+        try:
+            age = clock() - lock.stat().st_mtime
+        except OSError:
+            return False  # gone: its build finished
+        if age >= min_age_s:
+            return True
+        if _builders(lock.parent):
+            return False  # a live build holds it
+        if not waited and say is not None:
+            say(f"waiting up to {min_age_s - age:.0f} s for a build lock another run took just now: {lock}")
+        waited = True
+        sleep(min(1.0, min_age_s - age))
 
 
 def other_gpu_processes(

@@ -112,7 +112,7 @@ def _before_launch(
 
     if not shared and (removed := RunStore(out).clean_partial()):
         say(f"removed {removed} half-written file(s) a killed run left in {out}")
-    for stale in procs.clear_stale_build_locks():
+    for stale in procs.clear_stale_build_locks(say=say):
         say(f"removed a build lock a killed run left behind: {stale}")
     # a figure whose FSDP rows may go through DeepSpeed (its spec takes --fsdp-impl)
     uses_deepspeed = "fsdp_impl" in spec_of(figure).options and "deepspeed" in options.fsdp_impls
