@@ -78,7 +78,9 @@ def unjudged(rows: list[Row], items: list[dict[str, Any]]) -> dict[str, str]:
 
 
 CPU_NOTE = "a CPU functional check: no claim of the paper is evaluated on a CPU"
-ONE_GPU_NOTE = "one GPU: its collectives move no data, so there is no overlap to judge"
+ONE_GPU_NOTE = (
+    "one GPU: its collectives move no data, and the paper's items need ranks exchanging data"
+)
 EMULATED_NOTE = "emulated: a preview beside the paper's numbers, never counted"
 
 
@@ -101,6 +103,8 @@ def not_applicable_here(
         counted = [r for r in rows if feeds(r, item) and not (emulated and r.gpus > 1)]
         if not counted:
             out[item["id"]] = EMULATED_NOTE
+        elif max(r.gpus for r in counted) < item.get("needs", {}).get("world", 1):
+            out[item["id"]] = ONE_GPU_NOTE  # its scope (expected/ needs), as compare reads it
         elif all(r.gpus == 1 for r in counted) and metric_of(item) in NEEDS_COMMUNICATION:
             out[item["id"]] = ONE_GPU_NOTE
     return out
