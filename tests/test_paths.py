@@ -126,3 +126,40 @@ def test_a_hung_run_keeps_its_ranks_tracebacks_off_the_console(tmp_path, monkeyp
     assert outcome.hung and "no progress for 2 s" in outcome.hung
     assert shown == ["rank 0 started\n"]
     assert "Traceback line 79" in log.read_text()
+
+
+def test_phase_times_reads_a_folders_time_from_its_logs_and_records(tmp_path):
+    """benchmarks/phase_times.py: wall from the log, settling once a repetition of rounds,
+    timed and profiled from each record, the rest what is left; copies cost nothing."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "fig4.log").write_text(
+        "==== ended: exit 0 after 60.0 s\n==== ended: exit 0 after 40.0 s\n"
+    )
+    base = {"figure": "fig4", "config_id": "c", "rep": 0, "timed": "interleaved rounds"}
+    m = {"settle_s": 5.0, "timed_iters": 10, "e2e_ms": 1000.0, "profiled_iters": 2}
+    for mode in ("overlap", "sequential"):
+        d = tmp_path / "records" / "fig4" / "c" / mode
+        d.mkdir(parents=True)
+        (d / "rep-000.json").write_text(json.dumps(base | {"mode": mode, "metrics": m}))
+    d = tmp_path / "records" / "fig4" / "copied" / "overlap"
+    d.mkdir(parents=True)
+    (d / "rep-000.json").write_text(
+        json.dumps(base | {"mode": "overlap", "metrics": m, "reused_from": "fig6"})
+    )
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "phase_times.py"), str(tmp_path), "--json"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    row = json.loads(res.stdout)["fig4"]
+    assert row == {
+        "wall": 100.0,
+        "records": 2.0,
+        "settling": 5.0,
+        "timed": 20.0,
+        "profiled": 4.0,
+        "rest": 71.0,
+    }
