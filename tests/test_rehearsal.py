@@ -423,3 +423,15 @@ def test_fig7s_ranks_run_the_same_iterations_of_each_block():
     found = spawn_gloo(_blocks_worker, 2)
     assert found[0] == found[1]
     assert set(found[0].values()) == {10}  # 1 s of 0.1 s blocks: the faster rank's count
+
+
+def test_a_rank_sharing_a_gpu_counts_its_share_of_the_free_memory(monkeypatch):
+    """K ranks on one GPU: each configuration must fit the GPU's free memory / K, as the
+    plan prices it, or it is recorded 'not run' rather than running out of memory."""
+    from artifact.run import capability
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (80 << 30, 80 << 30))
+    monkeypatch.setenv(placement.ENV, "4")
+    assert capability.free_memory_bytes(torch.device("cuda", 0)) == 20 << 30
+    monkeypatch.setenv(placement.ENV, "1")
+    assert capability.free_memory_bytes(torch.device("cuda", 0)) == 80 << 30

@@ -25,6 +25,7 @@ from artifact.core.config import PRECISIONS
 from artifact.core.errors import ArtifactError, bad_choice
 from artifact.core.units import GIB
 from artifact.estimate import memory
+from artifact.run import placement
 
 PRECISION_ENV = "ARTIFACT_PRECISION_SUPPORT"
 FREE_MEMORY_ENV = "ARTIFACT_FREE_MEMORY_GIB"
@@ -77,7 +78,8 @@ def precision_unsupported(device: torch.device, precision: str) -> str | None:
 
 
 def free_memory_bytes(device: torch.device) -> int:
-    """Memory free for a new configuration: device memory on a GPU; on a CPU the host's
+    """Memory free for a new configuration: device memory on a GPU (a rank's share where K
+    ranks share it); on a CPU the host's
     available memory shared by the ranks on it (each builds its own model), as the plan
     budgets it."""
     forced = os.environ.get(FREE_MEMORY_ENV)
@@ -87,7 +89,8 @@ def free_memory_bytes(device: torch.device) -> int:
         except ValueError:
             raise ArtifactError(f"{FREE_MEMORY_ENV}={forced!r} is not a number of GiB") from None
     if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
+        # K ranks share the GPU (--ranks-per-gpu): each has its share, as the plan prices it
+        return torch.cuda.mem_get_info(device)[0] // placement.per_gpu()
     share = host.share_bytes(host.local_processes())
     return 1 << 62 if share is None else int(share)  # no /proc/meminfo: nothing to check
 

@@ -318,7 +318,9 @@ def _settled_stale(lock: Path, say, clock, sleep, min_age_s: float) -> bool:
         if _builders(lock.parent):
             return False  # a live build holds it
         if not waited and say is not None:
-            say(f"waiting up to {min_age_s - age:.0f} s for a build lock another run took just now: {lock}")
+            say(
+                f"waiting up to {min_age_s - age:.0f} s for a build lock another run took just now: {lock}"
+            )
         waited = True
         sleep(min(1.0, min_age_s - age))
 
