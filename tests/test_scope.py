@@ -136,3 +136,29 @@ def test_a_reading_counts_once_however_many_items_read_it():
     assert "proxy evidence (not counted; 3 readings of 2 items): " in line
     assert "inconclusive 3" in line
     assert "emulated preview (not counted; 2 readings of 2 items)" in line
+
+
+def test_no_tally_of_a_committed_folder_counts_a_reading_twice():
+    """The committed H100 folders' verdicts (regenerated): in the proxy and preview tallies
+    each (metric, configuration) counts once."""
+    import pandas as pd
+
+    from artifact.judge.verdicts import counted
+    from tests.conftest import ROOT
+
+    for folder in ("quick-7b9e71c", "emulated-7b9e71c/copy", "emulated-7b9e71c/nccl-shaped"):
+        v = pd.read_csv(
+            ROOT / "results" / "h100x1" / folder / "verdicts.csv", keep_default_na=False
+        )
+        for tally in ("proxy", "preview"):
+            rows = counted(v, tally)
+            rows = rows[rows["config_id"] != ""]
+            keys = list(
+                zip(
+                    rows["metric"],
+                    rows["config_id"],
+                    rows["item"].where(rows["item"].str.startswith(("control_", "v1_")), ""),
+                    strict=True,
+                )
+            )
+            assert len(keys) == len(set(keys)), (folder, tally)

@@ -699,7 +699,9 @@ def _count_once(rows: list[dict], copied: dict, emulated: set[str]) -> list[dict
         if row["item_type"] in READING_KINDS and config:
             # items of the paper judged on one-GPU or emulated rows: a reading is the
             # records and the metric, and two items that read the same count it once
-            reading = (tally, str(row.get("metric")), config, root)
+            # (the configuration names the records whichever figure's file the item is in;
+            # a copy of them under another figure has the same id)
+            reading = (tally, str(row.get("metric")), config)
             owner = judged.setdefault(reading, row["item"])
             if owner != row["item"]:
                 why = f"{row['reason'].rstrip('.')} (the same reading as {owner}: counted there)"
