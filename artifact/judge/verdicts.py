@@ -109,7 +109,10 @@ def tally(verdicts: pd.DataFrame) -> str:
         if not counts.empty:
             if item_type in ("proxy", "preview"):  # the paper's items on rows not the paper's
                 n, items = readings(rows), rows["item"].nunique()
-                label = f"{label[:-1]}; {n} reading{'s' if n != 1 else ''} of {items} items)"
+                label = (
+                    f"{label[:-1]}; {n} reading{'s' if n != 1 else ''} of {items} "
+                    f"item{'s' if items != 1 else ''})"
+                )
             line += f"; {label}: " + ", ".join(f"{v} {counts.get(v, 0)}" for v in values)
     return line
 
