@@ -68,10 +68,12 @@ def test_a_second_run_into_a_held_folder_is_refused(tmp_path):
     out = tmp_path / "run"
     first = _start_fig8(out, reps=25)  # long enough to be running still when refused
     try:
-        deadline = time.monotonic() + 60
-        while not (out / ".run.lock").is_file() and time.monotonic() < deadline:
+        # the first run well under way (its first record written: its status and progress
+        # beacon are there), so what appears below is the second run's alone; on 2 busy
+        # cores a fixed half second after the lock caught the first run's status mid-start
+        deadline = time.monotonic() + 180
+        while not list(out.glob("records/fig8/*/*/rep-*.json")) and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(0.5)
         # what the first run goes on writing (records, traces) aside
         own = {"records", "traces"}
         before = sorted(p.relative_to(out) for p in out.rglob("*") if not own & set(p.parts))
