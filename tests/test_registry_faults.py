@@ -12,6 +12,12 @@ CASES = {
     "syntax": ("SPEC = (\n", "does not import (SyntaxError at line 1"),
     "raises": ("raise ValueError('no')\n", "does not import (ValueError"),
     "no_spec": ("x = 1\n", "defines no SPEC"),
+    "fp8": (
+        "from artifact.figures import derived\nfrom artifact.figures.spec import TRAINING_OPTIONS, FigureSpec\n"
+        "SPEC = FigureSpec(name='fig99', title='t', experiment='precision_sweep', "
+        "options=TRAINING_OPTIONS, params={'precisions': ('fp32', 'fp8')})\n",
+        "params precisions has 'fp8'; accepted: fp32, tf32, fp16, bf16",
+    ),
     "no_reps": (
         THROWAWAY_SPEC.replace(
             'expected="fig99.yaml",', 'expected="fig99.yaml", default_reps=lambda p: -1,'

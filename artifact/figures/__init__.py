@@ -56,6 +56,10 @@ def load_folder(folder: Path) -> dict[str, FigureSpec]:
                 "accepted: a figure file with SPEC = FigureSpec(...)"
             )
         check_reps(path, spec)
+        try:
+            spec.check_params()  # its params against its sweep, its precisions known
+        except ArtifactError as e:
+            raise ArtifactError(f"{path}: {e}") from None
         specs[name] = spec
     return specs
 

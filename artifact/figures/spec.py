@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from artifact.analyze.aggregate import Derived
-from artifact.core.config import Preset
+from artifact.core.config import PRECISIONS, Preset
 from artifact.core.errors import ArtifactError
 from artifact.figures.sweeps import SWEEPS, TRAINING_SWEEPS, Where
 
@@ -112,6 +112,12 @@ class FigureSpec:
         lookup, so before anything starts)."""
         if self.experiment in SWEEPS:  # one without a sweep is refused where it is priced
             _bind(self, "sweep", SWEEPS[self.experiment])
+        for key in ("precision", "precisions"):  # a value, checked before plan.json and ranks
+            for value in _as_tuple(self.params.get(key, ())):
+                if value not in PRECISIONS:
+                    raise ArtifactError(
+                        f"{self.name}: params {key} has {value!r}; accepted: {', '.join(PRECISIONS)}"
+                    )
         return self
 
     def module(self) -> ModuleType:
@@ -126,6 +132,10 @@ class FigureSpec:
     def run(self, ctx) -> None:
         """Rank level: measure and write records."""
         self.module().run(ctx, **self.params)
+
+
+def _as_tuple(value) -> tuple:
+    return tuple(value) if isinstance(value, list | tuple) else (value,)
 
 
 def _bind(spec: FigureSpec, what: str, fn: Callable) -> None:
