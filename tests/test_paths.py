@@ -163,3 +163,29 @@ def test_phase_times_reads_a_folders_time_from_its_logs_and_records(tmp_path):
         "profiled": 4.0,
         "rest": 71.0,
     }
+
+
+def test_an_interruption_after_the_figure_finished_says_it_finished(tmp_path):
+    """A Ctrl-C that reached the CLI after rank 0 had written the last record and the
+    'ran' status: it said 'not finished' with every record on disk."""
+    from artifact.core.options import RunOptions
+    from artifact.run.stage import launch_and_record
+    from artifact.store import RunStore
+
+    store = RunStore(tmp_path)
+    store.write_status(
+        "fig8", "ran", "every configuration ran", finished={"reps": 2, "processes": 2, "records": 0}
+    )
+
+    def start(log_path):
+        raise KeyboardInterrupt
+
+    said: list[str] = []
+    rc = launch_and_record(
+        "fig8", tmp_path, 2, "cpu", RunOptions(), start, said.append, lambda m, **k: said.append(m)
+    )
+    assert rc == 130
+    assert store.status()["fig8"]["status"] == "ran"  # not overwritten with 'failed'
+    assert any("after it finished" in line for line in said) and not any(
+        "not finished" in line for line in said
+    )

@@ -160,6 +160,17 @@ def launch_and_record(
         outcome = start(log_path)
     except (KeyboardInterrupt, Terminated) as e:
         why = interrupted_by(e)
+        ended = store.status().get(figure, {})
+        if ended.get("status") == "ran" and ended.get("finished"):
+            # rank 0 had finished the figure (every repetition, its status) before the
+            # interruption reached the CLI: it is said so, not "not finished"
+            warn(
+                f"{figure}: interrupted by {why} after it finished: every repetition and its "
+                f"status are written ({store.record_count(figure)} records)",
+                markup=False,
+                highlight=False,
+            )
+            return 130
         store.write_status(figure, "failed", f"interrupted by {why} (log: logs/{figure}.log)")
         return interrupted(store, figure, why, reps, out, warn)
     # The ranks are done: a Ctrl-C from here on stops the CLI at once (exit 130; every
