@@ -146,10 +146,12 @@ def test_no_tally_of_a_committed_folder_counts_a_reading_twice():
     from artifact.judge.verdicts import counted
     from tests.conftest import ROOT
 
-    for folder in ("quick-7b9e71c", "emulated-7b9e71c/copy", "emulated-7b9e71c/nccl-shaped"):
-        v = pd.read_csv(
-            ROOT / "results" / "h100x1" / folder / "verdicts.csv", keep_default_na=False
-        )
+    for folder in (
+        "results/h100x1/quick-7b9e71c",
+        "results/h100x1/emulated-7b9e71c/copy",
+        "results/h100x1/emulated-7b9e71c/nccl-shaped",
+    ):
+        v = pd.read_csv(ROOT / folder / "verdicts.csv", keep_default_na=False)
         for tally in ("proxy", "preview"):
             rows = counted(v, tally)
             rows = rows[rows["config_id"] != ""]
