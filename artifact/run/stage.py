@@ -139,6 +139,22 @@ def interrupted(store, figure: str, why: str, reps: int, out: Path, warn: Say) -
     return 130
 
 
+def _stopped(store, figure: str, why: str, reps: int, out: Path, warn: Say) -> int:
+    """The ranks interrupted: the status says so, unless rank 0 had finished the figure
+    (every repetition, its 'ran' status) before the interruption reached the CLI."""
+    ended = store.status().get(figure, {})
+    if ended.get("status") == "ran" and ended.get("finished"):
+        warn(
+            f"{figure}: interrupted by {why} after it finished: every repetition and its "
+            f"status are written ({store.record_count(figure)} records)",
+            markup=False,
+            highlight=False,
+        )
+        return 130
+    store.write_status(figure, "failed", f"interrupted by {why} (log: logs/{figure}.log)")
+    return interrupted(store, figure, why, reps, out, warn)
+
+
 def launch_and_record(
     figure: str, out: Path, reps: int, device: str, options, start, say: Say, warn: Say,
     shared: bool = False,
@@ -159,20 +175,7 @@ def launch_and_record(
     try:
         outcome = start(log_path)
     except (KeyboardInterrupt, Terminated) as e:
-        why = interrupted_by(e)
-        ended = store.status().get(figure, {})
-        if ended.get("status") == "ran" and ended.get("finished"):
-            # rank 0 had finished the figure (every repetition, its status) before the
-            # interruption reached the CLI: it is said so, not "not finished"
-            warn(
-                f"{figure}: interrupted by {why} after it finished: every repetition and its "
-                f"status are written ({store.record_count(figure)} records)",
-                markup=False,
-                highlight=False,
-            )
-            return 130
-        store.write_status(figure, "failed", f"interrupted by {why} (log: logs/{figure}.log)")
-        return interrupted(store, figure, why, reps, out, warn)
+        return _stopped(store, figure, interrupted_by(e), reps, out, warn)
     # The ranks are done: a Ctrl-C from here on stops the CLI at once (exit 130; every
     # record and the status are written already), with no "after the repetition" to wait for
     STOP_FILE[:] = []
