@@ -6,7 +6,8 @@
 #   figs       `run FIG` for each of FIGS (default fig8 fig4) at preset rehearsal with
 #              --ranks-per-gpu 4, after the emulated reference of REF_FIGS' FSDP rows
 #   rehearsal  README's `nox -s rehearsal` (python -m artifact rehearsal), REHEARSAL_ARGS
-# Results come back as OUT/NAME.tgz (profiler traces left out).
+# Results come back as OUT/NAME.tgz (profiler traces left out). A call resumes the last
+# call's folder where it is carried as .resume/NAME.tgz (its finished runs are kept).
 # Usage, from the repository root: bash benchmarks/gpu_rehearsal.sh OUT SECONDS STEP...
 set -uo pipefail
 out=${1:?out}; seconds=${2:?seconds}; shift 2; start=$(date +%s)
@@ -22,6 +23,10 @@ if [ -f build/dev/src.tgz ]; then
   grep -o '"[0-9a-f]\{40\}"' /tmp/src/artifact/_commit.py | head -n 1
 fi
 cd "$src" || exit 1
+for step in "$@"; do  # resume: the last call's folder, where carried
+  [ -f "$here/.resume/$step.tgz" ] && mkdir -p "/tmp/$step" && tar xzf "$here/.resume/$step.tgz" -C "/tmp/$step" \
+    && echo "$step: resumed from the carried .resume/$step.tgz"
+done
 export PYTHONPATH=/tmp/site:$src PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
 pack() { tar czf "$out/$1.tgz" -C "/tmp/$1" --exclude='./traces/*/*.json' --exclude='./reference/traces/*/*.json' . ; }
 for step in "$@"; do
