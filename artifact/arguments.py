@@ -113,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"{_figures('colocate')}: W real NCCL ranks on this one GPU, one thread a rank "
         "(needs NCCL 2.30 or newer)",
     )
+    run.add_argument(
+        "--axes",
+        help=f"{_figures('axes')}: the axes to run, comma-separated: base (the map and what "
+        "holds compute back), order (compute-first beside holder-first), mitigation (NCCL's "
+        "CTA policies and max_ctas, torch's SM carve-out); default all",
+    )
     run.add_argument("--nnodes", type=int, help="nodes (torchrun rendezvous)")
     run.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous, with --nnodes")
     run.add_argument(

@@ -101,6 +101,8 @@ class ContentionConfig:
     max_repeats: int = 256  # small collectives are launch-bound beyond this
     iters: int = 3  # measured iterations a repetition (the grid is large)
     power_window_s: float = 1.0  # at power_at_bytes: ten NVML refreshes of 100 ms
+    # the axes run unless --axes says otherwise (artifact.core.mechanisms.AXES)
+    axes: tuple[str, ...] = ("base", "order", "mitigation")
 
     @property
     def mechanism_at_bytes(self) -> int:
@@ -259,6 +261,7 @@ PRESETS: dict[str, Preset] = {
                 cta_limits=(0, 8),
                 reps=3,
                 power_at_bytes=1024 * MIB,
+                axes=("base",),  # quick's map; --axes order,mitigation adds the others
             ),
             v2=V2Config((0.0, 0.5, 1.0), reps=5),
         ),
@@ -298,6 +301,7 @@ PRESETS: dict[str, Preset] = {
                 power_at_bytes=4 * MIB,
                 iters=2,
                 power_window_s=0.2,
+                axes=("base",),
             ),
             v2=V2Config((0.0, 1.0), reps=2),
         ),

@@ -15,6 +15,16 @@ holds compute back on one GPU"):
   channel count of CTAs in all); and each one's twin: the stand-in doing every co-located
   rank's ring with the same total CTAs, paced to the time co-located NCCL took (the
   validation: emulated.VALIDATION_POINTS).
+
+Two more axes at that size (`--axes`; docs/measurement.md, "What frees the compute"):
+- order: the SMs-held rows and co-located NCCL at NCCL's defaults with each collective
+  queued after the compute it overlaps (compute-first) instead of before it
+  (holder-first, every other row): wave quantization shows where a GEMM that holds every
+  SM in one wave meets a holder that started first;
+- mitigation: co-located NCCL (several GPUs: the real all-reduce) at NCCL's defaults and
+  under each knob a user can turn: NCCL's CTA policy (efficiency, zero), NCCL's max_ctas
+  (MITIGATION_CAPS), and torch's SM carve-out for the GEMM equal to NCCL's CTAs. The copy
+  engine is the base axis's copy row.
 """
 
 from __future__ import annotations
@@ -30,6 +40,9 @@ COLOCATED_WORLDS = (2, 4)
 # the validation rule: the stand-in's slowdown within this many points of co-located
 # NCCL's at the same total CTAs and bytes
 VALIDATION_POINTS = 3.0
+AXES = ("base", "order", "mitigation")
+MITIGATION_CAPS = (4, 8, 16)  # NCCL's max_ctas a communicator
+POLICIES = ("efficiency", "zero")  # NCCL's CTA policies beside its default
 
 ONE_GPU_NOTES = {
     "allreduce": "one GPU: the all-reduce moves no data and runs no kernel",
@@ -39,6 +52,13 @@ ONE_GPU_NOTES = {
     "nccl-shaped": "stand-in: the NCCL-shaped kernel, rank 0's ring all-reduce at W = {ranks} on {ctas} CTAs paced to the link (one GPU; not validated on this GPU)",
     "coloc": "co-located: {ranks} real NCCL ranks on this one GPU, one thread a rank, {ctas} CTAs in all (NCCL_MULTI_RANK_GPU_ENABLE)",
     "twin": "stand-in: the NCCL-shaped kernel doing all {ranks} co-located ranks' rings on {ctas} CTAs in all, paced to co-located NCCL's time a collective (the validation's twin)",
+    "compute-first": " (compute-first: each collective queued after the compute it overlaps)",
+}
+KNOB_NOTES = {
+    "default": "NCCL's defaults (no CTA setting)",
+    "policy": "NCCL's CTA policy {policy}",
+    "cap": "NCCL's max_ctas {cap} a communicator",
+    "carveout": "torch's SM carve-out of {sms} SMs for the matmuls (NCCL's CTAs)",
 }
 
 
@@ -54,6 +74,8 @@ class Mechanism:
     every_size: bool = True
     refused: str | None = None  # why it cannot run here (recorded "not run")
     twin_of: str | None = None  # the co-located mechanism a twin is paced to
+    axis: str = "base"  # one of AXES
+    knob: str = ""  # the mitigation axis's knob (KNOB_NOTES), where it has one
 
     @property
     def proxy(self) -> bool:
@@ -79,12 +101,99 @@ def mechanisms(
                 {"max_ctas": c},
             )
             for c in cta_limits
-        ]
+        ] + mitigations("allreduce", "allreduce", {}, comm_ctas or nccl_channels(gpu, world))
+    ctas = comm_ctas or nccl_channels(gpu, 1)
     return [
         Mechanism("onerank-avg", "proxy-nccl-onerank", ONE_GPU_NOTES["onerank-avg"]),
         Mechanism("copy", "proxy-copy", ONE_GPU_NOTES["copy"]),
         *_one_gpu_axis(gpu, comm_ctas),
+        *_order_axis(gpu, comm_ctas),
+        *[
+            m
+            for cw in COLOCATED_WORLDS
+            for m in mitigations(
+                "coloc",
+                f"coloc-nccl-{{knob}}-w{cw}",
+                {"ranks": cw},
+                comm_ctas or nccl_channels(gpu, cw) or ctas,
+                ONE_GPU_NOTES["coloc"].split(",")[0].format(ranks=cw) + ", ",
+            )
+        ],
     ]
+
+
+def mitigations(
+    comm: str, label: str, spec: dict[str, Any], nccl_ctas: int | None, prefix: str = ""
+) -> list[Mechanism]:
+    """The mitigation axis for one collective: NCCL's defaults, then each knob (`label`'s
+    {knob} names it; a plain label gets it appended). `nccl_ctas`: the CTAs NCCL takes at
+    its defaults here, the carve-out's size (None: unknown, the row refused)."""
+    name = label if "{knob}" in label else label + "-{knob}"
+    real = comm == "allreduce"  # real ranks: the base axis's all-reduce is NCCL's defaults
+    rows = [("default", {}, KNOB_NOTES["default"])]
+    rows += [
+        (f"policy-{p}", {"nccl_policy": p}, KNOB_NOTES["policy"].format(policy=p)) for p in POLICIES
+    ]
+    rows += [
+        (f"max{c}cta", {"cap_ctas": c}, KNOB_NOTES["cap"].format(cap=c)) for c in MITIGATION_CAPS
+    ]
+    sms = nccl_ctas or 0
+    rows += [(f"carveout{sms}", {"carveout": sms}, KNOB_NOTES["carveout"].format(sms=sms or "?"))]
+    out = []
+    for knob, extra, note in rows:
+        if real and knob == "default":
+            continue
+        refused = (
+            "no NCCL channel count known for this GPU, so no carve-out size; pass --comm-ctas"
+            if knob.startswith("carveout") and not sms
+            else None
+        )
+        out.append(
+            Mechanism(
+                comm,
+                name.format(knob=knob),
+                prefix + note,
+                {**spec, **extra},
+                False,  # at the map's one size, beside the GEMMs
+                refused,
+                axis="mitigation",
+                knob=knob.rstrip("0123456789") if knob.startswith(("max", "carveout")) else knob,
+            )
+        )
+    return out
+
+
+def _order_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
+    """Compute-first twins of the SMs-held rows and of co-located NCCL at its defaults."""
+    first = {"order": "compute-first"}
+    base = {m.parallelism: m for m in _one_gpu_axis(gpu, comm_ctas) if m.comm == "spin"}
+    out = [
+        Mechanism(
+            m.comm,
+            f"{label}-compute-first",
+            m.note + ONE_GPU_NOTES["compute-first"],
+            {**m.spec, **first},
+            False,
+            m.refused,
+            axis="order",
+        )
+        for label, m in base.items()
+    ]
+    out += [
+        Mechanism(
+            "coloc",
+            f"coloc-nccl-default-w{cw}-compute-first",
+            ONE_GPU_NOTES["coloc"].split(",")[0].format(ranks=cw)
+            + ", "
+            + KNOB_NOTES["default"]
+            + ONE_GPU_NOTES["compute-first"],
+            {"ranks": cw, **first},
+            False,
+            axis="order",
+        )
+        for cw in COLOCATED_WORLDS
+    ]
+    return out
 
 
 def _one_gpu_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:

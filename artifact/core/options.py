@@ -17,6 +17,7 @@ from typing import Any
 from artifact.core.config import MODELS, PARALLELISMS, check_precision, get_model
 from artifact.core.emulated import check_ctas, check_link, check_stand_in, check_world
 from artifact.core.errors import ArtifactError, bad_choice, check_positive
+from artifact.core.mechanisms import AXES
 from artifact.estimate.memory import RECOMPUTE_CHOICES
 from artifact.workloads import FSDP_IMPLS
 
@@ -45,6 +46,7 @@ class RunOptions:
     stand_in: str | None = _flag("--stand-in")  # copy (None) or nccl-shaped
     comm_ctas: int | None = _flag("--comm-ctas")  # the stand-in's CTAs, or --colocate's total
     colocate: int | None = _flag("--colocate")  # W real NCCL ranks on one GPU (fig8, contention)
+    axes: str | None = _flag("--axes")  # the contention map's axes, comma-separated (None: all)
     # the stopping rule in the run loop: the repetitions become a maximum (runner.pending)
     adaptive: bool | None = _flag("--adaptive")
 
@@ -85,6 +87,9 @@ class RunOptions:
                 )
         if self.colocate is not None:
             check_world(self.colocate, "--colocate")
+        for axis in self.axes_chosen:
+            if axis not in AXES:
+                raise bad_choice("--axes axis", axis, AXES)
         if self.comm_ctas is not None:
             check_ctas(self.comm_ctas)
             if self.stand_in != "nccl-shaped" and self.colocate is None:
@@ -92,6 +97,10 @@ class RunOptions:
                     "--comm-ctas sets the CTAs of --stand-in nccl-shaped or of --colocate W; "
                     "it needs one of them"
                 )
+
+    @property
+    def axes_chosen(self) -> tuple[str, ...]:
+        return tuple(a.strip() for a in self.axes.split(",")) if self.axes else ()
 
     @property
     def fsdp_impls(self) -> tuple[str, ...]:
@@ -116,6 +125,7 @@ class RunOptions:
         comm_ctas=None,
         colocate=None,
         adaptive=False,
+        axes=None,
     ) -> RunOptions:
         """The options as the CLI's flags give them (MiB, ms, comma lists)."""
         impls = fsdp_impl and ",".join(i.strip() for i in fsdp_impl.split(","))
@@ -136,6 +146,7 @@ class RunOptions:
             comm_ctas=None if comm_ctas is None else check_ctas(comm_ctas),
             colocate=None if colocate is None else check_world(colocate, "--colocate"),
             adaptive=adaptive or None,
+            axes=axes or None,
         )
 
     def given(self) -> tuple[str, ...]:

@@ -32,6 +32,9 @@ from artifact.run.runner import ConfigPoint, RunContext, broadcast, record_not_r
 from artifact.workloads.microbench import MicrobenchSpec
 from artifact.workloads.precision import dtype_of
 
+# the spec fields of the order and mitigation axes a row's config carries where set
+KNOB_FIELDS = ("order", "nccl_policy", "cap_ctas", "carveout")
+
 
 def check_options(preset: Preset, options: RunOptions) -> None:
     """Refuse, before anything runs, a precision or size the preset's sweep does not hold."""
@@ -74,19 +77,46 @@ def configs(ctx: RunContext) -> list[tuple[ConfigPoint, Mechanism]]:
             "proxy": mech.proxy,
             "note": mech.note,
             **({"twin_of": mech.twin_of} if mech.twin_of else {}),
+            # the order and mitigation axes (absent from the base axis's rows, as before)
+            **({"axis": mech.axis} if mech.axis != "base" else {}),
+            **({"knob": mech.knob} if mech.knob else {}),
+            **{k: mech.spec[k] for k in KNOB_FIELDS if k in mech.spec},
         }
         out.append((ConfigPoint(point.config_id, config, spec), mech))
     return out
 
 
 def _refusal(ctx: RunContext, mech: Mechanism) -> str | None:
-    """Why a mechanism cannot run here: its own reason, or too old an NCCL to co-locate."""
+    """Why a mechanism cannot run here: its own reason, too old an NCCL to co-locate, or a
+    knob the loaded NCCL or torch lacks."""
     if mech.refused:
         return mech.refused
-    if (mech.comm == "coloc" or mech.twin_of) and ctx.device.type == "cuda":  # a twin times NCCL
-        from artifact.run import colocate
+    if ctx.device.type != "cuda":
+        return None
+    from artifact.run import colocate
 
-        return colocate.refusal()
+    if (mech.comm == "coloc" or mech.twin_of) and (why := colocate.refusal()):  # a twin times NCCL
+        return why
+    return knob_refusal(mech.spec)
+
+
+def knob_refusal(spec: dict, has_carveout: bool | None = None) -> str | None:
+    """Why a mitigation knob cannot be turned here (one line), or None. `has_carveout`:
+    the seam the tests replace (default: whether this torch has the SM carve-out)."""
+    import torch
+
+    from artifact.run import colocate
+
+    if policy := spec.get("nccl_policy"):
+        return colocate.policy_refusal(policy)
+    if spec.get("carveout"):
+        has = (
+            hasattr(torch._C, "_set_sm_carveout_experimental")
+            if has_carveout is None
+            else has_carveout
+        )
+        if not has:
+            return f"torch {torch.__version__} has no SM carve-out (torch._C._set_sm_carveout_experimental)"
     return None
 
 

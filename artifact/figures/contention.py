@@ -16,7 +16,7 @@ SPEC = FigureSpec(
     title="Contention map (beyond the paper)",
     experiment="contention",
     options=frozenset(
-        {"precision", "comm_bytes", "power_interval_s", "adaptive", "colocate", "comm_ctas"}
+        {"precision", "comm_bytes", "power_interval_s", "adaptive", "colocate", "comm_ctas", "axes"}
     ),
     derived=derived.MICROBENCH,
     in_paper=False,

@@ -305,6 +305,8 @@ def mechanisms_here(where: Where) -> list[Mechanism]:
     options = where.options
     limits = where.preset.contention.cta_limits
     found = mechanisms(where.world, where.device, limits, where.gpu, options.comm_ctas)
+    axes = options.axes_chosen or where.preset.contention.axes
+    found = [m for m in found if m.axis in axes]
     if options.colocate:
         found = [
             m

@@ -269,3 +269,55 @@ def per_iteration(
         overlap_fraction(groups[i], comm) if i in groups else float("nan") for i in sums.index
     ]
     return sums.rename_axis("iteration").reset_index()
+
+
+# the profiler's launch record of a GPU kernel (Kineto's args): what one CTA holds of an SM
+FOOTPRINT = {
+    "threads_per_cta": lambda a: int(np.prod(a["block"])),
+    "grid_ctas": lambda a: int(np.prod(a["grid"])),
+    "regs_per_thread": lambda a: int(a["registers per thread"]),
+    "smem_per_cta_bytes": lambda a: int(a["shared memory"]),
+}
+FOOTPRINT_OF = {"compute": "compute", "communication": "comm"}  # category -> metric prefix
+
+
+def footprints(trace: dict[str, Any]) -> dict[str, float]:
+    """For compute and for communication, the footprint of the kernel that ran longest in
+    that category (its grid, threads, registers and shared memory a CTA), as
+    `compute_grid_ctas`, `comm_regs_per_thread`, ..., and the GPU's SMs: whether a GEMM's CTA can share an SM
+    with a collective's, and whether the GEMM is persistent (grid <= SMs). GPU traces only
+    ({} where no kernel carries launch arguments, as on a CPU)."""
+    time: dict[tuple[str, str], float] = {}
+    args: dict[tuple[str, str], dict] = {}
+    for e in trace.get("traceEvents", []):
+        a = e.get("args", {})
+        if e.get("cat") != "kernel" or "grid" not in a or "registers per thread" not in a:
+            continue
+        key = (classify_gpu(e["name"], e["cat"]), e["name"])
+        time[key] = time.get(key, 0.0) + float(e.get("dur", 0.0))
+        args[key] = a
+    out: dict[str, float] = {}
+    sms = [d.get("numSms") for d in trace.get("deviceProperties", []) if d.get("numSms")]
+    if time and sms:  # the GPU's SMs: a grid of at most this many CTAs is one wave
+        out["gpu_sms"] = float(sms[0])
+    for category, prefix in FOOTPRINT_OF.items():
+        mine = [k for k in time if k[0] == category]
+        if mine:
+            a = args[max(mine, key=time.__getitem__)]
+            out |= {f"{prefix}_{name}": float(get(a)) for name, get in FOOTPRINT.items()}
+    return out
+
+
+def holder_first_fraction(df: pd.DataFrame) -> float:
+    """Of the (collective, compute) kernel pairs that ran side by side, the fraction whose
+    collective kernel started first: the launch order the GPU ran, not the one the host
+    asked for. NaN where no pair overlapped."""
+    comm = df[df["category"] == "communication"]
+    comp = df[df["category"] == "compute"]
+    if comm.empty or comp.empty:
+        return float("nan")
+    cs, ce = comm["start"].to_numpy()[:, None], (comm["start"] + comm["dur"]).to_numpy()[:, None]
+    gs, ge = comp["start"].to_numpy()[None, :], (comp["start"] + comp["dur"]).to_numpy()[None, :]
+    side_by_side = (cs < ge) & (gs < ce)
+    pairs = int(side_by_side.sum())
+    return float((side_by_side & (cs <= gs)).sum() / pairs) if pairs else float("nan")

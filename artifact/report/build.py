@@ -26,6 +26,7 @@ from artifact.report import (
     emulated,
     instrument,
     mechanisms,
+    mitigation,
     plots,
     rehearsal,
     validations,
@@ -253,6 +254,11 @@ def evaluation(doc: Doc, run: Results) -> list[Path]:
         made += mechanisms.section(
             doc, run.summary, run.configs, run.verdicts, _figures_dir(run), bool(run.gpus)
         )
+    doc.h(2, "What frees the compute")
+    if why:
+        doc.p(as_sentence(why))
+    else:
+        made += mitigation.section(doc, run.summary, run.configs, _figures_dir(run))
     validations.validation_sections(doc, run.summary, run.configs, run.verdicts, not_run("v2", run))
     validations.power_sampling(doc, run.summary, run.provenance)
     instrument.passes_section(doc, run.summary)

@@ -31,7 +31,11 @@ WHAT = {
 
 
 def axis_configs(configs: dict) -> set[str]:
-    return {c for c, cfg in configs.items() if cfg.get("comm") in AXIS_COMMS}
+    return {
+        c
+        for c, cfg in configs.items()
+        if cfg.get("comm") in AXIS_COMMS and cfg.get("axis", "base") == "base"
+    }
 
 
 def table(summary: pd.DataFrame, configs: dict) -> pd.DataFrame:
@@ -46,6 +50,7 @@ def table(summary: pd.DataFrame, configs: dict) -> pd.DataFrame:
         c
         for c, cfg in configs.items()
         if cfg.get("comm") in (*AXIS_COMMS, "copy", "onerank-avg")
+        and cfg.get("axis", "base") == "base"  # the order and mitigation axes: report.mitigation
         and cfg.get("comm_bytes") in sizes
         and cfg.get("compute") == "gemm"
     ]

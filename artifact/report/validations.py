@@ -234,7 +234,10 @@ def consistency_section(doc: Doc, summary: pd.DataFrame) -> None:
 def contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir: Path) -> list:
     from artifact.report.mechanisms import axis_configs
 
-    axis = axis_configs(configs)  # one GPU's mechanism axis has a section of its own
+    # one GPU's mechanism axis, and the order and mitigation axes, have sections of their own
+    axis = axis_configs(configs) | {
+        c for c, g in configs.items() if g.get("axis", "base") != "base"
+    }
     summary = summary[~summary["config_id"].isin(axis)]
     png, boxed = plots.contention_figure(summary, configs, fig_dir, plots.PAPER_FIG8_POINT)
     point = plots.PAPER_FIG8_POINT

@@ -57,6 +57,58 @@ def refusal(version: tuple[int, ...] | None = None) -> str | None:
     )
 
 
+# NCCL's communicator CTA policies (ncclConfig_t.CTAPolicy; NCCL 2.27 efficiency, 2.28 zero).
+# NCCL reads its NCCL_CTA_POLICY variable once a process, so a row sets it on its own
+# communicators, through the field torch's ProcessGroupNCCL.Options().config may bind
+POLICIES = {"default": 0, "efficiency": 1, "zero": 2}
+POLICY_SINCE = {"efficiency": (2, 27), "zero": (2, 28)}
+_POLICY_FIELDS = ("cta_policy", "CTAPolicy", "ctaPolicy")
+
+
+def _policy_field(config) -> str | None:
+    return next((f for f in _POLICY_FIELDS if hasattr(config, f)), None)
+
+
+def policy_refusal(policy: str, version: tuple[int, ...] | None = None, config=None) -> str | None:
+    """Why NCCL's CTA policy `policy` cannot be set here (one line), or None where it can.
+    `config`: a ProcessGroupNCCL.Options().config (the seam the tests replace)."""
+    if policy not in POLICIES:
+        return f"unknown NCCL CTA policy {policy!r}; accepted: {', '.join(POLICIES)}"
+    version = version if version is not None else nccl_version()
+    since = POLICY_SINCE.get(policy, (0, 0))
+    if tuple(version[:2]) < since:
+        have = ".".join(str(v) for v in version)
+        return (
+            f"NCCL's CTA policy {policy} needs NCCL {since[0]}.{since[1]} or newer; "
+            f"this torch loads NCCL {have}"
+        )
+    if config is None:
+        if not hasattr(torch.distributed, "ProcessGroupNCCL"):
+            return "this torch has no NCCL (ProcessGroupNCCL)"
+        config = torch.distributed.ProcessGroupNCCL.Options().config
+    if _policy_field(config) is None:
+        return (
+            f"torch {torch.__version__}'s ProcessGroupNCCL.Options().config has no CTA policy "
+            f"field (looked for {', '.join(_POLICY_FIELDS)}), and NCCL reads NCCL_CTA_POLICY "
+            "once a process"
+        )
+    return None
+
+
+def nccl_options(ctas: int | None = None, cap: int = 0, policy: str = ""):
+    """ProcessGroupNCCL options: exactly `ctas` CTAs (min = max), or at most `cap`, and
+    NCCL's CTA `policy` (checked by policy_refusal first)."""
+    opts = torch.distributed.ProcessGroupNCCL.Options()
+    if ctas:
+        opts.config.min_ctas = ctas
+        opts.config.max_ctas = ctas
+    if cap:
+        opts.config.max_ctas = cap
+    if policy:
+        setattr(opts.config, _policy_field(opts.config), POLICIES[policy])
+    return opts
+
+
 def ctas_per_rank(total: int | None, world: int) -> int | None:
     """Each communicator's CTAs so that the ranks together hold at most `total`."""
     return None if total is None else max(1, total // world)
@@ -65,12 +117,20 @@ def ctas_per_rank(total: int | None, world: int) -> int | None:
 class Colocated:
     """W ranks of one backend (nccl on a GPU, gloo on a CPU) in this process."""
 
-    def __init__(self, world: int, device: torch.device, ctas_total: int | None = None):
+    def __init__(
+        self,
+        world: int,
+        device: torch.device,
+        ctas_total: int | None = None,
+        cap_ctas: int = 0,
+        policy: str = "",
+    ):
         if world < 2:
             raise ArtifactError(f"--colocate {world}: accepted: an integer of 2 or more (ranks)")
         self.world, self.device = world, device
         self.cuda = device.type == "cuda"
         self.ctas = ctas_per_rank(ctas_total, world) if self.cuda else None
+        self.cap_ctas, self.policy = cap_ctas, policy
         if self.cuda:
             for k, v in NCCL_ENV.items():
                 os.environ.setdefault(k, v)
@@ -93,10 +153,7 @@ class Colocated:
         prefix = dist.PrefixStore("colocate", store)
         if not self.cuda:
             return dist.ProcessGroupGloo(prefix, rank, self.world, _TIMEOUT)
-        opts = dist.ProcessGroupNCCL.Options()
-        if self.ctas:
-            opts.config.min_ctas = self.ctas
-            opts.config.max_ctas = self.ctas
+        opts = nccl_options(self.ctas, self.cap_ctas, self.policy)
         return dist.ProcessGroupNCCL(prefix, rank, self.world, opts)
 
     def _peer_buffer(self, rank: int, like: torch.Tensor) -> torch.Tensor:

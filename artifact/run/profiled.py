@@ -69,6 +69,7 @@ def profiled_pass(
             path = ctx.traces_dir / f"{trace_name}-rank{ctx.rank}.json"
         trace = _export_trace(prof, path)
         table = kernels.kernel_table(trace)
+        footprint = kernels.footprints(trace)
     per_iter = kernels.per_iteration(table, iters, comm)
     out = {
         "compute_ms": (per_iter["compute_us"] / 1e3).tolist(),
@@ -81,6 +82,12 @@ def profiled_pass(
     }
     if per_iter["delay_us"].any():  # only V2 injects a delay; other records stay as they were
         out["delay_ms"] = (per_iter["delay_us"] / 1e3).tolist()
+    # GPU traces: the kernels' footprints, and which of a side-by-side pair started first
+    out |= {k: [v] * iters for k, v in footprint.items()}
+    if footprint and (table["category"] == "communication").any():
+        mine = table[table["iteration"] >= 0]
+        first = [kernels.holder_first_fraction(mine[mine["iteration"] == i]) for i in range(iters)]
+        out["holder_first_fraction"] = first
     return out
 
 

@@ -40,6 +40,14 @@ BASE_UNITS = {
     "settle_s": "s",
     "settle_iters": "count",
     "settled": "ratio",
+    # GPU traces only (artifact.measure.kernels.footprints): what a CTA holds of an SM
+    **{
+        f"{who}_{name}": "bytes" if name.endswith("bytes") else "count"
+        for who in ("compute", "comm")
+        for name in ("grid_ctas", "threads_per_cta", "regs_per_thread", "smem_per_cta_bytes")
+    },
+    "holder_first_fraction": "ratio",
+    "gpu_sms": "count",
 }
 GIB = 1 << 30
 # per-rank values reduced by their maximum (the rank that needs most), not their mean

@@ -186,6 +186,7 @@ def options(args: argparse.Namespace, say: Callable[..., None]) -> RunOptions:
         comm_ctas=args.comm_ctas,
         colocate=args.colocate,
         adaptive=args.adaptive,
+        axes=args.axes,
     )
     if options.emulate_world:
         check_alone(args, options.emulate_world)

@@ -37,6 +37,7 @@ sleep in the thread that issues the collectives on a CPU. The trace marks the de
 
 from __future__ import annotations
 
+import contextlib
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ COMMS = ("allreduce", "onerank-avg", "copy", "spin", "nccl-shaped", "coloc")
 # against its twin's 0.997), so the validation compared two launch orders, not two kernels
 SIDE_STREAM_COMMS = ("copy", "spin", "nccl-shaped", "coloc")
 COMPUTES = ("gemm", "add")
+ORDERS = ("holder-first", "compute-first")
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,11 @@ class MicrobenchSpec:
     link_gbps: float = 0.0  # the link the spin and the stand-in are paced to (0: unpaced)
     pace_ms: float = 0.0  # or this time a collective (the stand-in's twin of co-located NCCL)
     copies: int = 1  # rings one NCCL-shaped kernel does (the twin: every co-located rank's)
+    # the contention map's order and mitigation axes (artifact.core.mechanisms)
+    order: str = "holder-first"  # or compute-first: each collective after the compute it overlaps
+    nccl_policy: str = ""  # NCCL's CTA policy for the collectives' communicators (default: NCCL's)
+    cap_ctas: int = 0  # NCCL's max_ctas a communicator, min left to NCCL (0: NCCL's default)
+    carveout: int = 0  # SMs torch's matmuls leave free (torch._C._set_sm_carveout_experimental)
 
     @property
     def moves_no_data(self) -> bool:
@@ -108,6 +115,8 @@ class Microbench:
             raise ValueError(f"unknown collective {spec.comm!r}; accepted: {', '.join(COMMS)}")
         if spec.compute not in COMPUTES:
             raise ValueError(f"unknown compute {spec.compute!r}; accepted: {', '.join(COMPUTES)}")
+        if spec.order not in ORDERS:
+            raise ValueError(f"unknown launch order {spec.order!r}; accepted: {', '.join(ORDERS)}")
         if spec.comm in ("copy", "spin") and device.type != "cuda":
             raise ValueError(
                 f"the {spec.comm} proxy needs a GPU (it stands in for a one-GPU all-reduce)"
@@ -134,16 +143,19 @@ class Microbench:
         self._spin_cycles = (
             spin_cycles_per_s(device) * spec.delay_us * 1e-6 if delayed_on_gpu else 0
         )
+        configured = spec.max_ctas or spec.cap_ctas or spec.nccl_policy
         self.group = (
-            _cta_limited_group(spec.max_ctas)
-            if spec.max_ctas and spec.comm == "allreduce"
+            _configured_group(spec.max_ctas, spec.cap_ctas, spec.nccl_policy)
+            if configured and spec.comm == "allreduce"
             else None
         )
         self.coloc = None
         if spec.comm == "coloc":
             from artifact.run.colocate import Colocated
 
-            self.coloc = Colocated(spec.ranks, device, spec.max_ctas or None)
+            self.coloc = Colocated(
+                spec.ranks, device, spec.max_ctas or None, spec.cap_ctas, spec.nccl_policy
+            )
         self._shaped = (
             _ShapedAllReduce(spec, self.comm_buf) if spec.comm in ("spin", "nccl-shaped") else None
         )
@@ -185,7 +197,11 @@ class Microbench:
             time.sleep(self.spec.delay_us * 1e-6)
 
     def _compute_unit(self) -> None:
-        with self.compute_timer.span(), matmul_precision(self.spec.precision):
+        with (
+            self.compute_timer.span(),
+            matmul_precision(self.spec.precision),
+            sm_carveout(self.spec.carveout),
+        ):
             if self.spec.compute == "gemm":
                 torch.mm(self.a, self.b, out=self.c)
             else:
@@ -220,12 +236,22 @@ class Microbench:
         if self.side_stream is not None:  # queued iterations: not before the last one ends
             self.side_stream.wait_stream(torch.cuda.current_stream(self.device))
         handles = []
+        compute_first = self.spec.order == "compute-first" and self.side_stream is not None
         for i, count in enumerate(batches):
+            last = i == len(batches) - 1
+            if compute_first and not last:
+                # the unit is queued first, and its collectives may not start before the
+                # unit ahead of it ends: they race it for the SMs it frees (the trace's
+                # holder_first_fraction says who won)
+                gate = torch.cuda.Event()
+                gate.record(torch.cuda.current_stream(self.device))
+                self._compute_unit()
+                self.side_stream.wait_event(gate)
             handles += [
                 issue(mode, lambda: self._launch_comm(zero), self.device, self.side_stream)
                 for _ in range(count)
             ]
-            if i < len(batches) - 1:
+            if not last and not compute_first:
                 self._compute_unit()
         for h in handles:
             h.wait()
@@ -319,9 +345,24 @@ class _ShapedAllReduce:
         )
 
 
-def _cta_limited_group(ctas: int):
-    """A communicator over every rank whose NCCL kernels use exactly `ctas` CTAs."""
-    opts = dist.ProcessGroupNCCL.Options()
-    opts.config.min_ctas = ctas
-    opts.config.max_ctas = ctas
+def _configured_group(ctas: int, cap: int, policy: str):
+    """A communicator over every rank whose NCCL kernels use exactly `ctas` CTAs, or at
+    most `cap`, or NCCL's CTA `policy` (artifact.run.colocate.nccl_options)."""
+    from artifact.run.colocate import nccl_options
+
+    opts = nccl_options(ctas or None, cap, policy)
     return dist.new_group(list(range(dist.get_world_size())), backend="nccl", pg_options=opts)
+
+
+@contextlib.contextmanager
+def sm_carveout(sms: int):
+    """torch's matmuls leave `sms` SMs free inside the block (0: no change)."""
+    if not sms:
+        yield
+        return
+    before = torch._C._get_sm_carveout_experimental()
+    torch._C._set_sm_carveout_experimental(sms)
+    try:
+        yield
+    finally:
+        torch._C._set_sm_carveout_experimental(before)
