@@ -30,13 +30,14 @@ def test_one_gpu_has_an_order_row_per_holder_and_a_knob_row_per_colocated_world(
         "coloc-nccl-default-w4-compute-first",
     ]
     knobs = ["default", "policy-efficiency", "policy-zero"]
-    knobs += [f"max{c}cta" for c in MITIGATION_CAPS] + ["carveout16"]  # H100: 16 channels
+    # H100: 16 channels; co-located ranks stay capped, so a total of 16 is the default's row
+    knobs += [f"max{c}cta" for c in MITIGATION_CAPS if c != 16] + ["carveout16"]
     assert _axis(one, "mitigation") == [f"coloc-nccl-{k}-w{w}" for w in (2, 4) for k in knobs]
     # every new row at the map's one size, beside the GEMMs; the base axis unchanged
     assert not any(m.every_size for m in one if m.axis != "base")
     assert len([m for m in one if m.axis == "base"]) == 12
     carve = next(m for m in one if m.parallelism == "coloc-nccl-carveout16-w4")
-    assert carve.spec == {"ranks": 4, "carveout": 16} and carve.knob == "carveout"
+    assert carve.spec == {"ranks": 4, "max_ctas": 16, "carveout": 16} and carve.knob == "carveout"
 
 
 def test_several_gpus_turn_the_knobs_on_the_real_all_reduce_and_an_unknown_gpu_refuses_the_carve_out():
@@ -64,7 +65,7 @@ def test_quick_runs_the_base_axis_and_axes_chooses_and_a_bad_axis_is_refused_in_
     quick = mechanisms_here(here("quick", RunOptions()))
     assert {m.axis for m in quick} == {"base"}
     chosen = mechanisms_here(here("quick", RunOptions(axes="order,mitigation")))
-    assert {m.axis for m in chosen} == {"order", "mitigation"} and len(chosen) == 21
+    assert {m.axis for m in chosen} == {"order", "mitigation"} and len(chosen) == 19
     assert {m.axis for m in mechanisms_here(here("paper", RunOptions()))} == {
         "base",
         "order",

@@ -59,6 +59,8 @@ KNOB_NOTES = {
     "policy": "NCCL's CTA policy {policy}",
     "cap": "NCCL's max_ctas {cap} a communicator",
     "carveout": "torch's SM carve-out of {sms} SMs for the matmuls (NCCL's CTAs)",
+    "capped": "NCCL's channel count, {ctas} CTAs in all (min = max a communicator)",
+    "total": "{cap} CTAs in all (min = max a communicator)",
 }
 
 
@@ -130,15 +132,29 @@ def mitigations(
     its defaults here, the carve-out's size (None: unknown, the row refused)."""
     name = label if "{knob}" in label else label + "-{knob}"
     real = comm == "allreduce"  # real ranks: the base axis's all-reduce is NCCL's defaults
-    rows = [("default", {}, KNOB_NOTES["default"])]
-    rows += [
-        (f"policy-{p}", {"nccl_policy": p}, KNOB_NOTES["policy"].format(policy=p)) for p in POLICIES
-    ]
-    rows += [
-        (f"max{c}cta", {"cap_ctas": c}, KNOB_NOTES["cap"].format(cap=c)) for c in MITIGATION_CAPS
-    ]
     sms = nccl_ctas or 0
-    rows += [(f"carveout{sms}", {"carveout": sms}, KNOB_NOTES["carveout"].format(sms=sms or "?"))]
+    # Co-located ranks take turns on one GPU's SMs: their kernels must all be resident at
+    # once, so their CTAs stay capped (min = max; at NCCL's own defaults 4 ranks hung in
+    # set-up on one H100). Their "default" is NCCL's channel count in all, each cap a total.
+    base = {} if real else {"max_ctas": sms}
+    cap = "cap_ctas" if real else "max_ctas"
+    rows = [("default", base, KNOB_NOTES["default" if real else "capped"].format(ctas=sms))]
+    rows += [
+        (f"policy-{p}", {**base, "nccl_policy": p}, KNOB_NOTES["policy"].format(policy=p))
+        for p in POLICIES
+    ]
+    rows += [
+        (f"max{c}cta", {cap: c}, KNOB_NOTES["cap" if real else "total"].format(cap=c))
+        for c in MITIGATION_CAPS
+        if real or c != sms  # a co-located total equal to the default's is its row
+    ]
+    rows += [
+        (
+            f"carveout{sms}",
+            {**base, "carveout": sms},
+            KNOB_NOTES["carveout"].format(sms=sms or "?"),
+        )
+    ]
     out = []
     for knob, extra, note in rows:
         if real and knob == "default":
@@ -185,9 +201,9 @@ def _order_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
             f"coloc-nccl-default-w{cw}-compute-first",
             ONE_GPU_NOTES["coloc"].split(",")[0].format(ranks=cw)
             + ", "
-            + KNOB_NOTES["default"]
+            + KNOB_NOTES["capped"].format(ctas=comm_ctas or nccl_channels(gpu, cw) or 16)
             + ONE_GPU_NOTES["compute-first"],
-            {"ranks": cw, **first},
+            {"ranks": cw, "max_ctas": comm_ctas or nccl_channels(gpu, cw) or 16, **first},
             False,
             axis="order",
         )

@@ -20,7 +20,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from artifact.core.mechanisms import KNOB_NOTES  # noqa: E402
 from artifact.report.document import Doc  # noqa: E402
 from artifact.report.plots import _save  # noqa: E402
 
@@ -191,16 +190,16 @@ def section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir: Path) -> li
     t = rows(summary, configs)
     doc.p(
         "What a user can turn to free the compute, each knob beside NCCL's defaults on the "
-        "same collective and GEMM at the map's one size: "
-        + "; ".join(
-            n.format(policy="(efficiency, zero)", cap="(4, 8, 16)", sms="C")
-            for n in KNOB_NOTES.values()
-        )
-        + ". The copy engine's row is in the section above. The order axis queues each "
-        "collective after the compute it overlaps (compute-first) instead of before it. "
-        "Slowdowns are Eq. 1 with 95 % CIs; the collective's time is its kernels' time an "
-        "iteration beside the compute; 'holder first' is the share of side-by-side kernel "
-        "pairs whose collective started first, as the trace shows."
+        "same collective and GEMM at the map's one size: NCCL's CTA policy (efficiency, zero), "
+        "NCCL's max_ctas (4, 8, 16), and torch's SM carve-out for the matmuls equal to NCCL's "
+        "CTAs; the copy engine's row is in the section above. Co-located ranks (one GPU) keep "
+        "their CTAs capped at NCCL's channel count in all, min = max, since every rank's "
+        "kernel must be resident at once (at NCCL's own defaults 4 ranks hung in set-up on "
+        "one H100); there the caps are totals. The order axis queues each collective after "
+        "the compute it overlaps (compute-first) instead of before it. Slowdowns are Eq. 1 "
+        "with 95 % CIs; the collective's time is its kernels' time an iteration beside the "
+        "compute; 'holder first' is the share of side-by-side kernel pairs whose collective "
+        "started first, as the trace shows."
     )
     if t.empty:
         doc.p(
