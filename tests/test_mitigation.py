@@ -221,3 +221,32 @@ def test_what_frees_the_compute_tables_each_knob_names_the_one_that_frees_it_and
     empty = Doc(title="t")
     assert mitigation.section(empty, summary.iloc[:0], {}, tmp_path) == []
     assert "--axes order,mitigation" in to_markdown(empty)
+
+
+def test_a_recorded_h100_trace_gives_nccls_and_the_gemms_footprints():
+    """The kernel records of one overlap pass on one H100 (GEMM bf16 8192^3 beside 4
+    co-located NCCL 2.32.3 ranks, results/h100x1/waves-6481339): the GEMM is persistent
+    (a CTA an SM) and no GEMM CTA fits beside an NCCL CTA, by registers or shared memory."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "h100-coloc-w4-overlap-kernels.json.gz"
+    trace = json.loads(gzip.decompress(path.read_bytes()))
+    got = kernels.footprints(trace)
+    assert got["gpu_sms"] == got["compute_grid_ctas"] == 132  # one wave
+    assert (got["compute_threads_per_cta"], got["compute_regs_per_thread"]) == (384, 168)
+    assert (got["comm_grid_ctas"], got["comm_threads_per_cta"], got["comm_regs_per_thread"]) == (
+        4,
+        544,
+        96,
+    )
+    regs = 65536  # an H100 SM's register file
+    gemm = got["compute_threads_per_cta"] * got["compute_regs_per_thread"]
+    nccl = got["comm_threads_per_cta"] * got["comm_regs_per_thread"]
+    assert (
+        gemm + nccl > regs
+        and got["compute_smem_per_cta_bytes"] + got["comm_smem_per_cta_bytes"] > 228 * 1024
+    )
+    first = kernels.holder_first_fraction(kernels.kernel_table(trace))
+    assert 0.5 < first <= 1.0  # the map queues the collective first, and the GPU ran it so

@@ -254,6 +254,18 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "two reasons an item has no verdict. Not applicable: this machine cannot speak to it (one GPU, where the item needs ranks exchanging data; another GPU model; a CPU). Not run: another run could (a model or figure the preset leaves out, an opt-in figure, a failure); its reason names what is missing.",
     ),
     (
+        "wave quantization",
+        "a GEMM whose grid has one CTA per SM (persistent) runs in one wave; if a collective already holds some SMs when it starts, the CTAs left over run in a second wave, and the GEMM can take up to twice as long for a small share of SMs taken. The report reads the GEMM's grid and the GPU's SMs from the profiler to say whether it can happen.",
+    ),
+    (
+        "holder-first / compute-first",
+        "the contention map's launch orders: each collective queued before the compute it overlaps (holder-first, every base row), or after it (compute-first, the order axis). 'Holder first' in the report is the share of side-by-side kernel pairs whose collective started first, as the trace shows.",
+    ),
+    (
+        "CTA policy / SM carve-out",
+        "knobs of the mitigation axis. NCCL's CTA policy (a communicator setting, NCCL 2.27+): default, efficiency (the fewest CTAs for decent speed) or zero (copy engines where the buffers allow). torch's SM carve-out (torch._C._set_sm_carveout_experimental) makes cuBLAS leave that many SMs free for communication.",
+    ),
+    (
         "vs nocomm",
         "a slowdown against the nocomm mode (the same compute with no communication at all) rather than against sequential; used where V1 fails, so the sequential baseline is not compute alone.",
     ),
