@@ -73,7 +73,8 @@ def test_nccls_choices_are_read_from_its_log():
 
 
 def test_one_gpus_mechanism_axis_on_an_h100():
-    got = mech.mechanisms(1, "cuda", (0, 8), "NVIDIA H100 80GB HBM3")
+    every = mech.mechanisms(1, "cuda", (0, 8), "NVIDIA H100 80GB HBM3")
+    got = [m for m in every if m.axis == "base"]  # the order and mitigation axes: test_mitigation
     spins = [m.spec["ctas"] for m in got if m.comm == "spin"]
     assert spins == list(mech.SM_HELD)
     shaped = [m for m in got if m.comm == "nccl-shaped" and not m.twin_of]
@@ -84,8 +85,12 @@ def test_one_gpus_mechanism_axis_on_an_h100():
     assert all(twins[w].twin_of == coloc[w].parallelism for w in twins)
     assert all(m.refused is None for m in got)
     unknown = mech.mechanisms(1, "cuda", (0,), "Some GPU")
-    assert all(m.refused for m in unknown if not m.every_size)  # no link, no channel count
-    assert [m.comm for m in mech.mechanisms(2, "cuda", (0, 8))] == ["allreduce", "allreduce"]
+    # no link, no channel count: no row at one size runs but co-located ranks at a cap of
+    # their own (the mitigation axis's totals), which need neither
+    runs = [m.parallelism for m in unknown if not m.every_size and not m.refused]
+    assert runs == [f"coloc-nccl-max{c}cta-w{w}" for w in (2, 4) for c in (4, 8, 16)]
+    several = [m for m in mech.mechanisms(2, "cuda", (0, 8)) if m.axis == "base"]
+    assert [m.comm for m in several] == ["allreduce", "allreduce"]
 
 
 def test_a_twin_and_its_co_located_ranks_are_queued_the_same_way():
@@ -106,7 +111,8 @@ def test_on_an_amd_gpu_the_ptx_kernels_rows_are_refused_with_why_and_the_rest_ru
     with --comm-ctas; the proxies and co-located rows keep their own checks."""
     got = mech.mechanisms(1, "cuda", (0,), "AMD Instinct MI210", comm_ctas=16)
     ptx = [m for m in got if m.comm in ("spin", "nccl-shaped")]
-    assert len(ptx) == len(mech.SM_HELD) + 1 + len(mech.COLOCATED_WORLDS)
+    # the base axis's, and the order axis's compute-first twins of the SMs-held rows
+    assert len(ptx) == 2 * len(mech.SM_HELD) + 1 + len(mech.COLOCATED_WORLDS)
     assert all("NVIDIA GPUs only" in m.refused and "MI210" in m.refused for m in ptx)
     assert all(m.refused is None for m in got if m.comm in ("copy", "onerank-avg", "coloc"))
 

@@ -162,6 +162,9 @@ def mitigations(
         refused = (
             "no NCCL channel count known for this GPU, so no carve-out size; pass --comm-ctas"
             if knob.startswith("carveout") and not sms
+            # co-located ranks uncapped hang (above): no count, no row
+            else "no NCCL channel count known for this GPU to cap co-located ranks at; pass --comm-ctas"
+            if not real and not sms and not knob.startswith("max")
             else None
         )
         out.append(
@@ -195,16 +198,18 @@ def _order_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
         )
         for label, m in base.items()
     ]
+    ctas = {cw: comm_ctas or nccl_channels(gpu, cw) for cw in COLOCATED_WORLDS}
     out += [
         Mechanism(
             "coloc",
             f"coloc-nccl-default-w{cw}-compute-first",
             ONE_GPU_NOTES["coloc"].split(",")[0].format(ranks=cw)
             + ", "
-            + KNOB_NOTES["capped"].format(ctas=comm_ctas or nccl_channels(gpu, cw) or 16)
+            + KNOB_NOTES["capped"].format(ctas=ctas[cw] or "?")
             + ONE_GPU_NOTES["compute-first"],
-            {"ranks": cw, "max_ctas": comm_ctas or nccl_channels(gpu, cw) or 16, **first},
+            {"ranks": cw, "max_ctas": ctas[cw] or 0, **first},
             False,
+            None if ctas[cw] else "no NCCL channel count known for this GPU; pass --comm-ctas",
             axis="order",
         )
         for cw in COLOCATED_WORLDS
