@@ -53,6 +53,7 @@ ONE_GPU_NOTES = {
     "coloc": "co-located: {ranks} real NCCL ranks on this one GPU, one thread a rank, {ctas} CTAs in all (NCCL_MULTI_RANK_GPU_ENABLE)",
     "twin": "stand-in: the NCCL-shaped kernel doing all {ranks} co-located ranks' rings on {ctas} CTAs in all, paced to co-located NCCL's time a collective (the validation's twin)",
     "compute-first": " (compute-first: each collective queued after the compute it overlaps)",
+    "coloc-ranks": "co-located: {ranks} real NCCL ranks on this one GPU, ",  # + the row's knob
 }
 KNOB_NOTES = {
     "default": "NCCL's defaults (no CTA setting)",
@@ -104,12 +105,12 @@ def mechanisms(
             )
             for c in cta_limits
         ] + mitigations("allreduce", "allreduce", {}, comm_ctas or nccl_channels(gpu, world))
-    ctas = comm_ctas or nccl_channels(gpu, 1)
+    base = _one_gpu_axis(gpu, comm_ctas)
     return [
         Mechanism("onerank-avg", "proxy-nccl-onerank", ONE_GPU_NOTES["onerank-avg"]),
         Mechanism("copy", "proxy-copy", ONE_GPU_NOTES["copy"]),
-        *_one_gpu_axis(gpu, comm_ctas),
-        *_order_axis(gpu, comm_ctas),
+        *base,
+        *_order_axis(base, gpu, comm_ctas),
         *[
             m
             for cw in COLOCATED_WORLDS
@@ -117,8 +118,8 @@ def mechanisms(
                 "coloc",
                 f"coloc-nccl-{{knob}}-w{cw}",
                 {"ranks": cw},
-                comm_ctas or nccl_channels(gpu, cw) or ctas,
-                ONE_GPU_NOTES["coloc"].split(",")[0].format(ranks=cw) + ", ",
+                comm_ctas or nccl_channels(gpu, cw),
+                ONE_GPU_NOTES["coloc-ranks"].format(ranks=cw),
             )
         ],
     ]
@@ -176,16 +177,17 @@ def mitigations(
                 False,  # at the map's one size, beside the GEMMs
                 refused,
                 axis="mitigation",
-                knob=knob.rstrip("0123456789") if knob.startswith(("max", "carveout")) else knob,
+                knob="carveout" if knob.startswith("carveout") else knob,
             )
         )
     return out
 
 
-def _order_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
-    """Compute-first twins of the SMs-held rows and of co-located NCCL at its defaults."""
+def _order_axis(base: list[Mechanism], gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
+    """Compute-first twins of the base axis's SMs-held rows and of co-located NCCL at its
+    capped default."""
     first = {"order": "compute-first"}
-    base = {m.parallelism: m for m in _one_gpu_axis(gpu, comm_ctas) if m.comm == "spin"}
+    spins = {m.parallelism: m for m in base if m.comm == "spin"}
     out = [
         Mechanism(
             m.comm,
@@ -196,15 +198,14 @@ def _order_axis(gpu: str | None, comm_ctas: int | None) -> list[Mechanism]:
             m.refused,
             axis="order",
         )
-        for label, m in base.items()
+        for label, m in spins.items()
     ]
     ctas = {cw: comm_ctas or nccl_channels(gpu, cw) for cw in COLOCATED_WORLDS}
     out += [
         Mechanism(
             "coloc",
             f"coloc-nccl-default-w{cw}-compute-first",
-            ONE_GPU_NOTES["coloc"].split(",")[0].format(ranks=cw)
-            + ", "
+            ONE_GPU_NOTES["coloc-ranks"].format(ranks=cw)
             + KNOB_NOTES["capped"].format(ctas=ctas[cw] or "?")
             + ONE_GPU_NOTES["compute-first"],
             {"ranks": cw, "max_ctas": ctas[cw] or 0, **first},

@@ -30,6 +30,14 @@ WHAT = {
 }
 
 
+def own_section_configs(configs: dict) -> set[str]:
+    """The contention rows the heat map leaves out: one GPU's mechanism axis (this
+    section) and the order and mitigation axes (report.mitigation)."""
+    return axis_configs(configs) | {
+        c for c, cfg in configs.items() if cfg.get("axis", "base") != "base"
+    }
+
+
 def axis_configs(configs: dict) -> set[str]:
     return {
         c
@@ -99,8 +107,9 @@ def _pct(x) -> str:
     return "-" if pd.isna(x) else f"{100 * x:+.1f} %"
 
 
-def _ci(lo, hi) -> str:
-    return "-" if pd.isna(lo) else f"[{100 * lo:+.1f}, {100 * hi:+.1f}]"
+def _ci(lo, hi, scale=100.0, fmt="{:+.1f}") -> str:
+    """A CI as text, in points by default (`scale`, `fmt`: another unit)."""
+    return "-" if pd.isna(lo) else f"[{fmt.format(scale * lo)}, {fmt.format(scale * hi)}]"
 
 
 def figure(t: pd.DataFrame, out_dir: Path) -> Path | None:

@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from artifact.report.document import Doc  # noqa: E402
+from artifact.report.mechanisms import _ci, _pct  # noqa: E402
 from artifact.report.plots import _save  # noqa: E402
 
 # a knob "removes most of the slowdown" where its whole CI lies below this share of the
@@ -78,14 +79,6 @@ def rows(summary: pd.DataFrame, configs: dict) -> pd.DataFrame:
     return t.sort_values(["axis", "ranks", "_first", "config_id"], ignore_index=True).drop(
         columns="_first"
     )
-
-
-def _pct(x) -> str:
-    return "-" if pd.isna(x) else f"{100 * x:+.1f} %"
-
-
-def _ci(lo, hi, scale=100.0, fmt="{:+.1f}") -> str:
-    return "-" if pd.isna(lo) else f"[{fmt.format(scale * lo)}, {fmt.format(scale * hi)}]"
 
 
 def _ms(x) -> str:

@@ -232,13 +232,9 @@ def consistency_section(doc: Doc, summary: pd.DataFrame) -> None:
 
 
 def contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir: Path) -> list:
-    from artifact.report.mechanisms import axis_configs
+    from artifact.report.mechanisms import own_section_configs
 
-    # one GPU's mechanism axis, and the order and mitigation axes, have sections of their own
-    axis = axis_configs(configs) | {
-        c for c, g in configs.items() if g.get("axis", "base") != "base"
-    }
-    summary = summary[~summary["config_id"].isin(axis)]
+    summary = summary[~summary["config_id"].isin(own_section_configs(configs))]
     png, boxed = plots.contention_figure(summary, configs, fig_dir, plots.PAPER_FIG8_POINT)
     point = plots.PAPER_FIG8_POINT
     where = (
