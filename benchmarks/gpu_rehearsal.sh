@@ -12,22 +12,12 @@
 set -uo pipefail
 out=${1:?out}; seconds=${2:?seconds}; shift 2; start=$(date +%s)
 left() { echo $(( seconds - ($(date +%s) - start) )); }
-mkdir -p "$out" /tmp/nccl
-here=$PWD
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$here"/.whl/*.whl > "$out/pip.log" 2>&1
-[ -f /tmp/nccl/libnccl.so.2 ] || xz -d -T0 -c "$here/build/dev/nccl/libnccl.xz" > /tmp/nccl/libnccl.so.2
-# the committed source where packed (git archive: the records name its commit), else the tree
-src=$PWD
-if [ -f build/dev/src.tgz ]; then
-  rm -rf /tmp/src && mkdir -p /tmp/src && tar xzf build/dev/src.tgz -C /tmp/src && src=/tmp/src
-  grep -o '"[0-9a-f]\{40\}"' /tmp/src/artifact/_commit.py | head -n 1
-fi
-cd "$src" || exit 1
+source benchmarks/device_prep.sh
 for step in "$@"; do  # resume: the last call's folder, where carried
   [ -f "$here/.resume/$step.tgz" ] && mkdir -p "/tmp/$step" && tar xzf "$here/.resume/$step.tgz" -C "/tmp/$step" \
     && echo "$step: resumed from the carried .resume/$step.tgz"
 done
-export PYTHONPATH=/tmp/site:$src PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
+export PATH=/tmp/site/bin:$PATH
 pack() { tar czf "$out/$1.tgz" -C "/tmp/$1" --exclude='./traces/*/*.json' --exclude='./reference/traces/*/*.json' . ; }
 for step in "$@"; do
   [ "$(left)" -gt 60 ] || { echo "no time left for $step"; break; }

@@ -8,14 +8,10 @@
 # with one overlap trace cut to its kernels as OUT/AXIS-kernels.json.gz (a test fixture).
 # Usage, from the repository root: bash benchmarks/gpu_waves.sh OUT SECONDS
 set -uo pipefail
-out=${1:?out}; seconds=${2:?seconds}; start=$(date +%s); here=$PWD
+out=${1:?out}; seconds=${2:?seconds}; start=$(date +%s)
 left() { echo $(( seconds - ($(date +%s) - start) )); }
-mkdir -p "$out" /tmp/nccl /tmp/src
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$here"/.whl/*.whl > "$out/pip.log" 2>&1
-xz -d -T0 -c build/dev/nccl/libnccl.xz > /tmp/nccl/libnccl.so.2
-tar xzf build/dev/src.tgz -C /tmp/src && cd /tmp/src || exit 1
-grep -o '"[0-9a-f]\{40\}"' artifact/_commit.py | head -n 1
-export PYTHONPATH=/tmp/site:/tmp/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 LD_PRELOAD=/tmp/nccl/libnccl.so.2
+source benchmarks/device_prep.sh
+export NCCL_NVLS_ENABLE=0 LD_PRELOAD=/tmp/nccl/libnccl.so.2
 python3 - <<'PY' | tee "$out/binds.txt"
 import torch, torch.distributed as dist
 c = dist.ProcessGroupNCCL.Options().config
