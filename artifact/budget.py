@@ -94,6 +94,23 @@ def select(run_args: list[str], budget_s: float) -> tuple[list[str], dict[str, s
     return [f for f in figures if f in kept], left
 
 
+def decided_not_run(run_args: list[str]) -> dict[str, str]:
+    """{figure: why} of the figures the plan runs nothing of here for a reason of the preset
+    and world alone (estimate.model.DECIDED_BY_PLAN: Figs. 10-11 at quick on one GPU)."""
+    from artifact import plan
+    from artifact.estimate import model
+
+    ap = argparse.ArgumentParser(add_help=False)
+    plan.add_arguments(ap)
+    rows = plan.plan(ap.parse_args(passed(run_args, PLAN_FLAGS)))[2]
+    figures = dict.fromkeys(r.figure for r in rows)
+    return {
+        f: next(r.note for r in rows if r.figure == f and r.method == "not run")
+        for f in figures
+        if model.decided_not_run(f, rows)
+    }
+
+
 def disk_left(plan_argv: list[str], out: Path, figures: set[str] | None = None) -> int | None:
     """Bytes the plan (`plan PLAN_ARGV`) still has to write into `out`: its disk estimate
     (records and repetition 0's traces) of `figures` (None: all), less what their records

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from artifact.budget import PLAN_FLAGS, disk_left, flag_value, passed, select
+from artifact.budget import PLAN_FLAGS, decided_not_run, disk_left, flag_value, passed, select
 from artifact.command import invocation
 from artifact.core.config import default_preset
 from artifact.core.errors import Terminated, interrupted_by
@@ -111,10 +111,10 @@ def run_all(
 
 
 def _left_out(args: list[str], budget_s: float | None) -> dict[str, str]:
-    """{figure: why} of the figures a --budget leaves out (none without one)."""
-    if budget_s is None:
-        return {}
-    return select(args, budget_s)[1]
+    """{figure: why} of the figures the plan runs nothing of here (budget.decided_not_run)
+    and of those a --budget leaves out."""
+    decided = decided_not_run(args)
+    return decided if budget_s is None else {**decided, **select(args, budget_s)[1]}
 
 
 def claim(args: list[str], out: Path, figures: set[str]):

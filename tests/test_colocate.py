@@ -10,7 +10,9 @@ import torch
 
 from artifact.core import mechanisms as mech
 from artifact.core.config import get_preset
+from artifact.core.options import RunOptions
 from artifact.figures import spec_of
+from artifact.figures.sweeps import PLANNED_GPU, Where
 from artifact.judge import standin
 from artifact.run import colocate
 from tests.conftest import ROOT
@@ -124,7 +126,28 @@ def test_the_plan_prices_the_axis_at_one_size_beside_the_gemms():
     assert {b for _, _, b in axis} == {preset.contention.mechanism_at_bytes}
     assert {k.compute for _, k, _ in axis} == {"gemm"}
     gemms = sum(k.compute == "gemm" for k in preset.contention.computes)
-    assert len(axis) == gemms * (len(mech.SM_HELD) + 1 + 2 * len(mech.COLOCATED_WORLDS))
+    sweep = preset.contention  # quick's: W = 4's co-located row and twin, three SMs-held sizes
+    assert (sweep.colocated_worlds, sweep.sm_held) == ((4,), (8, 16, 32))
+    assert len(axis) == gemms * (len(sweep.sm_held) + 1 + 2 * len(sweep.colocated_worlds))
+    held = sorted(m.spec["ctas"] for m, _, _ in axis if m.comm == "spin")
+    assert held == [8, 16, 32]
+    assert {m.spec["ranks"] for m, _, _ in axis if m.comm == "coloc" or m.twin_of} == {4}
+
+
+def test_colocate_2_runs_w2_at_quick_and_the_paper_preset_runs_every_mechanism_row():
+    """quick narrows its mechanism rows (a 15-minute first run); --colocate W still runs
+    the rows of W, and a preset without the narrowing runs every world and size."""
+    w2 = Where(get_preset("quick"), 1, "cuda", PLANNED_GPU, RunOptions(colocate=2))
+    rows = [p.mech for p in spec_of("contention").configs(w2) if not p.mech.every_size]
+    assert {m.spec["ranks"] for m in rows if m.comm == "coloc" or m.twin_of} == {2}
+    paper = get_preset("paper")
+    every = [
+        p.mech
+        for p in spec_of("contention").configs(paper)
+        if not p.mech.every_size and p.mech.axis == "base"
+    ]
+    gemms = sum(k.compute == "gemm" for k in paper.contention.computes)
+    assert len(every) == gemms * (len(mech.SM_HELD) + 1 + 2 * len(mech.COLOCATED_WORLDS))
 
 
 def _row(config_id, mean, lo, hi, n=5, metric="slowdown_beyond_control"):
@@ -286,3 +309,20 @@ def test_an_emulated_rows_note_says_what_the_validation_read_at_its_world():
     assert "validated at W = 2" in validation_sentence(h100)
     assert "inconclusive at W = 4" in validation_sentence(h100)
     assert "not been measured on NVIDIA A100" in validation_sentence("NVIDIA A100")
+
+
+def test_only_the_maps_every_size_rows_hold_the_power_window():
+    """Power is read from the heat map's rows at one size; the mechanism rows' tables read
+    none, so their phases hold no 1 s window (and the plan prices them without it)."""
+    from artifact.estimate import model
+
+    sweep = get_preset("quick").contention
+    at = sweep.power_at_bytes
+    assert sweep.power_window_at(at, True) == sweep.power_window_s == 1.0
+    assert sweep.power_window_at(at, False) == 0.0
+    assert sweep.power_window_at(16 << 20, True) == 0.0
+    rows = model.build(get_preset("quick"), ["contention"], 1, 80.0)
+    at_size = [r for r in rows if r.note == "all-reduce 1 GiB"]
+    base = [r.time_s for r in at_size if r.parallelism.startswith("proxy-")]
+    held = [r.time_s for r in at_size if r.parallelism.startswith("sm-held")]
+    assert held and base and max(held) < min(base)

@@ -89,12 +89,41 @@ def test_memory_column_is_artifact_memory_estimate():
     assert pipe.memory_gib == expected / memory.GIB
 
 
+@pytest.fixture
+def quick_with_precision_rows(monkeypatch):
+    """quick as it was measured (reference.json): Figs. 10-11 run on one GPU too."""
+    import artifact.core.config as cfg
+
+    full = dataclasses.replace(get_preset("quick"), precision_sweep_one_gpu=True)
+    monkeypatch.setitem(cfg.PRESETS, "quick", full)
+
+
+def test_quick_on_one_gpu_records_figs_10_11_not_run_and_starts_nothing_for_them():
+    """quick on one GPU: Figs. 10-11 are "not run" with why, priced at nothing (no
+    start-up: `all` records them without ranks); with --emulate-world or 2 GPUs they run."""
+    from artifact.budget import decided_not_run
+
+    rows = _rows("fig4", "fig10", "fig11", *QUICK_1)
+    for fig in ("fig10", "fig11"):
+        (row,) = [r for r in rows if r.figure == fig]
+        assert row.method == "not run" and row.time_s == 0
+        assert "no item of Figs. 10-11 is judged on one GPU" in row.note
+    assert sum(r.time_s for r in rows if r.figure == "fig4") > 60
+    assert set(decided_not_run(list(QUICK_1))) == {"fig10", "fig11"}
+    assert decided_not_run(["--preset", "quick", "--gpus", "2"]) == {}
+    assert decided_not_run([*QUICK_1, "--emulate-world", "4"]) == {}
+    two = _rows("fig10", "--preset", "quick", "--gpus", "2")
+    assert [r.precision for r in two if r.fits] == ["fp32", "fp16", "bf16"]
+
+
+@pytest.mark.usefixtures("quick_with_precision_rows")
 def test_quick_preset_shortens_the_sequence():
     (r, *_) = [r for r in _rows("fig10", "--preset", "quick", "--gpus", "1") if r.fits]
     m = dataclasses.replace(get_model("gpt3-1.3b"), seq_len=get_preset("quick").seq_len)
     assert r.memory_gib == memory.fsdp_bytes(m, 8, r.precision, 1) / memory.GIB
 
 
+@pytest.mark.usefixtures("quick_with_precision_rows")
 @pytest.mark.parametrize("figure", ["fig4", "fig10", "fig11"])
 def test_quick_training_time_near_the_h200_measurement(figure):
     """fig4 is not used to calibrate (fig10 + fig11 are): an independent check. Planned
@@ -215,6 +244,7 @@ def test_the_plan_prices_the_phases_the_experiments_run():
     )
 
 
+@pytest.mark.usefixtures("quick_with_precision_rows")
 def test_a_configuration_a_figure_reuses_costs_nothing_where_both_run():
     """fig11's FP32 is fig10's (FigureSpec.reuses): priced once where fig10 runs first,
     in full where fig11 runs alone."""
@@ -244,6 +274,7 @@ def test_fig8_prices_fig6s_configurations_once():
         assert alone[par].time_s > 5
 
 
+@pytest.mark.usefixtures("quick_with_precision_rows")
 def test_fig10_prices_fig4s_fsdp_row_once():
     """fig10's FP16 row is fig4's FSDP row of the same size where fig4 runs first."""
     rows = {(r.figure, r.parallelism, r.precision): r for r in _rows("fig4", "fig10", *QUICK_1)}
@@ -255,7 +286,7 @@ def test_fig10_prices_fig4s_fsdp_row_once():
 
 
 def test_zero3_half_precision_is_priced_at_the_most_rounds(monkeypatch):
-    """ZeRO-3's FP16 row costs extra rounds (quick: 8 to 24, priced at 16); the pipeline's
+    """ZeRO-3's FP16 row costs extra rounds (quick: 8 to 12, priced at 12); the pipeline's
     does not."""
     import artifact.core.config as cfg
 
@@ -264,8 +295,8 @@ def test_zero3_half_precision_is_priced_at_the_most_rounds(monkeypatch):
     monkeypatch.setitem(cfg.PRESETS, "quick", fewer)
     without = {r.parallelism: r.time_s for r in _rows("fig4", *QUICK_1)}
     assert with_most["pipeline"] == without["pipeline"]
-    # 5 repetitions x 8 more rounds x 4 phases x a step of at least 0.1 s
-    assert with_most["fsdp"] > without["fsdp"] + 5 * 8 * 4 * 0.1
+    # 5 repetitions x 4 more rounds x 4 phases x a step of at least 0.1 s
+    assert with_most["fsdp"] > without["fsdp"] + 5 * 4 * 4 * 0.1
 
 
 def test_every_reference_entry_names_its_run():
@@ -324,9 +355,12 @@ def test_the_plan_says_what_a_preset_leaves_unjudged(cli):
     )
     assert "h100_13b_fsdp_slowdown" in doc["unjudged"]
     fed = {(r["figure"], r["precision"]): r["feeds"] for r in doc["rows"]}
-    assert fed[("fig11", "tf32")] == ["tf32_changes_slowdown_small"]
+    assert fed[("fig4", "fp16")] and ("fig11", "tf32") not in fed  # not run on one GPU
+    assert doc["unjudged"]["tf32_changes_slowdown_small"].startswith(
+        "not run at preset quick on one GPU"
+    )
     text = cli("plan", *QUICK_1).stdout
-    assert "paper items left unjudged (5):" in text
+    assert "paper items left unjudged (8):" in text
     assert "  slowdown_grows_with_model_size: it needs configurations" in text
 
 
@@ -347,9 +381,9 @@ def test_the_plan_says_what_this_hardware_cannot_judge_as_compare_did(cli):
     scoped = verdicts[reasons.str.startswith("The paper's item is for")]
     assert set(here) - set(scoped["item"]) == set(no_comm["item"]) - set(doc["unjudged"])
     # every item the plan's configurations feed needs ranks exchanging data: none judged
-    assert len(here) == 21 and "peak_power_h100" in here
+    assert len(here) == 18 and "peak_power_h100" in here
     text = cli("plan", *QUICK_1).stdout
-    assert "judged here: none of the other 21 (one GPU: its collectives move no data" in text
+    assert "judged here: none of the other 18 (one GPU: its collectives move no data" in text
     tiny = json.loads(cli("plan", "--preset", "tiny", "--json").stdout)
     assert len(tiny["not_judged_here"]) == 26 - len(tiny["unjudged"])
     assert "not applicable: the other " in cli("plan", "--preset", "tiny").stdout

@@ -47,6 +47,7 @@ from artifact.figures.sweeps import (
     TrainingPoint,
     Where,
     model_at,
+    precision_sweep_refused,
 )
 
 # A phase (artifact.run.runner.measure_phase): settled, then timed for at least the preset's
@@ -387,7 +388,7 @@ def _contention_rows(t: Target, fig: str, points: list[ContentionPoint]) -> list
         comm = mech.comm
         phases = microbench_phase_count(fig, comm, world)
         t_iter = _compute_s(kind)
-        window = sweep.power_window_s if size == sweep.power_at_bytes else 0.0
+        window = sweep.power_window_at(size, mech.every_size)
         phase = phase_seconds(t.preset, t_iter, sweep.iters, training=False,
                               timed_iters=sweep.iters, timed_s=0, window_s=window)  # fmt: skip
         per_rep = phases * phase
@@ -416,6 +417,17 @@ WHY_NONE = {
     f"{POWER_LEVELS} power levels)",
 }
 
+# experiments whose empty sweep the plan's reason explains from the preset and world alone
+# (no reading of the machine): `all` records them "not run" and starts no ranks for them
+DECIDED_BY_PLAN = ("precision_sweep",)
+
+
+def decided_not_run(fig: str, rows: list[Row]) -> bool:
+    """Whether `all` records `fig` "not run" without starting it (DECIDED_BY_PLAN)."""
+    mine = [r for r in rows if r.figure == fig and r.method != "start-up"]
+    return spec_of(fig).experiment in DECIDED_BY_PLAN and all(r.method == "not run" for r in mine)
+
+
 # each kind of configuration's cost model
 ROWS_OF = {
     TrainingPoint: _training_rows,
@@ -435,7 +447,9 @@ def _figure_rows(t: Target, fig: str) -> list[Row]:
                 0, 0, "not run: no power telemetry on a CPU")
         ]  # fmt: skip
     if not points:
-        why = WHY_NONE.get(spec.experiment, "not run: no configuration in this preset")
+        why = (
+            precision_sweep_refused(t.where) if spec.experiment == "precision_sweep" else None
+        ) or WHY_NONE.get(spec.experiment, "not run: no configuration in this preset")
         return [
             Row(fig, "-", "-", "-", None, t.world, None, "-", None, 0.0, 0.0, "not run", 0, 0, why)
         ]  # fmt: skip
@@ -467,7 +481,7 @@ def build(
     rows = []
     for fig in figures:
         fig_rows = _figure_rows(t, fig)
-        if device == "cuda":
+        if device == "cuda" and not decided_not_run(fig, fig_rows):
             startup = Row(fig, "(start-up)", "-", "-", None, gpus, None, "-", None,
                           startup_s, startup_s, "start-up", 0, 0)  # fmt: skip
             fig_rows.insert(0, startup)

@@ -134,8 +134,10 @@ def _earlier_pace(ctx: RunContext, config_id: str) -> float | None:
 
 def run(ctx: RunContext) -> None:
     sweep = ctx.preset.contention
-    points, coloc_ms = [], {}
+    points, coloc_ms, every_size = [], {}, set()
     for point, mech in configs(ctx):
+        if mech.every_size:
+            every_size.add(mech.parallelism)
         if why := _refusal(ctx, mech):
             record_not_run(ctx, point.config_id, why)
             continue
@@ -170,8 +172,8 @@ def run(ctx: RunContext) -> None:
         iters=sweep.iters,  # the grid is large: fewer iterations a pass than the preset's
         timed_s=0.0,  # and no time floor beyond the power window
         # power is slow to measure (100 ms NVML refresh): held at one size only
-        power_window_of=lambda config: (
-            sweep.power_window_s if config["comm_bytes"] == sweep.power_at_bytes else 0.0
+        power_window_of=lambda config: sweep.power_window_at(
+            config["comm_bytes"], config["parallelism"] in every_size
         ),
         prepare=prepare,
     )

@@ -194,9 +194,28 @@ def fig4(where: Where) -> list[TrainingPoint]:
     return out
 
 
+PRECISION_ONE_GPU = (
+    "not run at preset {preset} on one GPU: no item of Figs. 10-11 is judged on one GPU "
+    "(its collectives move no data), and their world-size-1 control is fig4's FSDP row "
+    "(the same model and trainer); with --emulate-world 4, on 2+ GPUs or at preset "
+    "review they run"
+)
+
+
+def precision_sweep_refused(where: Where) -> str | None:
+    """Why Figs. 10-11 run nothing here (Preset.precision_sweep_one_gpu), else None."""
+    one_gpu = where.world == 1 and where.device == "cuda" and not where.options.emulate_world
+    if one_gpu and not where.preset.precision_sweep_one_gpu:
+        return PRECISION_ONE_GPU.format(preset=where.preset.name)
+    return None
+
+
 def precision_sweep(where: Where, precisions: tuple[str, ...]) -> list[TrainingPoint]:
     """FSDP at the preset's first micro-batch, each model (--models, else the preset's
-    precision_models, else its models) in every precision the spec names."""
+    precision_models, else its models) in every precision the spec names; none where
+    precision_sweep_refused says why."""
+    if precision_sweep_refused(where):
+        return []
     mb = where.preset.micro_batches[0]
     models = where.options.models or where.preset.precision_models or models_of(where)
     points = [(m, p) for m in models for p in precisions]
@@ -301,17 +320,22 @@ def contention_axes(preset: Preset, options: RunOptions) -> tuple[list[ComputeKi
 
 
 def mechanisms_here(where: Where) -> list[Mechanism]:
-    """This machine's mechanisms; --colocate W keeps the co-located rows (and twins) of W."""
+    """This machine's mechanisms, narrowed to the preset's SMs-held sizes and co-located
+    worlds; --colocate W keeps the co-located rows (and twins) of W alone."""
     options = where.options
     limits = where.preset.contention.cta_limits
     found = mechanisms(where.world, where.device, limits, where.gpu, options.comm_ctas)
-    axes = options.axes_chosen or where.preset.contention.axes
+    sweep = where.preset.contention
+    axes = options.axes_chosen or sweep.axes
     found = [m for m in found if m.axis in axes]
-    if options.colocate:
+    if sweep.sm_held is not None:  # the preset's SMs-held sizes (compute-first twins too)
+        found = [m for m in found if m.comm != "spin" or m.spec["ctas"] in sweep.sm_held]
+    worlds = (options.colocate,) if options.colocate else sweep.colocated_worlds
+    if worlds is not None:
         found = [
             m
             for m in found
-            if (m.comm != "coloc" and not m.twin_of) or m.spec.get("ranks") == options.colocate
+            if (m.comm != "coloc" and not m.twin_of) or m.spec.get("ranks") in worlds
         ]
     return found
 
