@@ -216,7 +216,8 @@ def test_what_frees_the_compute_tables_each_knob_names_the_one_that_frees_it_and
     assert table[1].startswith(
         "| mitigation | carveout | 4 | 5 | +3.0 % | [+2.8, +3.1] | -7.0 % | 88.00 |"
     )
-    assert table[0].endswith("| 0.90 | 1024 CTAs | - |")  # the grid alone where only it was read
+    # the grid alone where only it was read; no collective grid, so no stand-in to name
+    assert table[0].endswith("| 0.90 | 1024 CTAs | - | - |")
     found = mitigation.findings(mitigation.rows(summary, configs))
     assert found[0].startswith("At W = 4, torch's SM carve-out of 16 SMs for the matmuls")
     assert "1.10x its time at the defaults" in found[0]
@@ -225,6 +226,20 @@ def test_what_frees_the_compute_tables_each_knob_names_the_one_that_frees_it_and
     empty = Doc(title="t")
     assert mitigation.section(empty, summary.iloc[:0], {}, tmp_path) == []
     assert "--axes order,mitigation" in to_markdown(empty)
+
+
+def test_a_rows_collective_grid_names_the_stand_in_flags_that_emulate_it():
+    """The knob's recorded collective grid maps onto the emulation: C CTAs a rank ->
+    the NCCL-shaped stand-in on C; none (copy engines) -> the copy stand-in."""
+    from types import SimpleNamespace
+
+    from artifact.report.mitigation import emulated_by
+
+    assert emulated_by(SimpleNamespace(comm_grid_ctas=4.0)) == (
+        "--stand-in nccl-shaped --comm-ctas 4"
+    )
+    assert emulated_by(SimpleNamespace(comm_grid_ctas=0.0)) == "--stand-in copy"
+    assert emulated_by(SimpleNamespace(comm_grid_ctas=float("nan"))) == "-"
 
 
 def test_a_recorded_h100_trace_gives_nccls_and_the_gemms_footprints():
@@ -254,3 +269,26 @@ def test_a_recorded_h100_trace_gives_nccls_and_the_gemms_footprints():
     )
     first = kernels.holder_first_fraction(kernels.kernel_table(trace))
     assert 0.5 < first <= 1.0  # the map queues the collective first, and the GPU ran it so
+    # the occupancy rules on the trace's own SM limits: one GEMM CTA an SM, none beside NCCL's
+    assert (got["compute_ctas_per_sm"], got["compute_ctas_beside_comm"]) == (1, 0)
+
+
+def test_occupancy_counts_the_ctas_an_sm_holds_beside_another_kernels_cta():
+    """CUDA's rules on an H100 SM (65,536 registers, 228 KiB shared memory, 2,048 threads):
+    registers go a warp at a time in units of 256, and the driver keeps 1 KiB a CTA. A light
+    GEMM CTA fits beside a 512-thread CTA of few registers and no shared memory, but not
+    beside NCCL's ring CTA (544 threads, 96 registers, 116 KiB): such a holder would
+    understate what NCCL's CTA takes from that GEMM."""
+    from artifact.measure.occupancy import Footprint, Sm, ctas_fit
+
+    h100 = Sm(65536, 233472, 2048)
+    assert Footprint(32, 100, 0).registers() == 3328  # 3,200 rounded up to 13 x 256
+    assert Footprint(544, 96, 119040).registers() == 17 * 3072
+    light = Footprint(256, 128, 100 * 1024)
+    nccl, thin = Footprint(544, 96, 119040), Footprint(512, 32, 0)
+    assert ctas_fit(h100, light) == 2  # registers: 65,536 / 32,768
+    assert ctas_fit(h100, light, thin) == 1
+    assert ctas_fit(h100, light, nccl) == 0  # 13,312 registers left
+    persistent = Footprint(384, 168, 188636)  # cuBLAS's nvjet GEMM on the H100
+    assert (ctas_fit(h100, persistent), ctas_fit(h100, persistent, thin)) == (1, 0)
+    assert ctas_fit(h100, Footprint(1024, 16, 0), Footprint(1536, 16, 0)) == 0  # threads

@@ -639,3 +639,35 @@ def test_a_report_redrawn_from_the_same_run_has_the_same_figure_files(h100_run, 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1000000000")  # another clock (matplotlib reads it)
     write_report(h100_run)
     assert {p.name: p.read_bytes() for p in figures} == before
+
+
+def test_the_mechanism_table_says_whether_the_holders_leave_the_gemm_nccls_room(tmp_path):
+    """The occupancy column and its sentence: with the H100's recorded footprints no GEMM
+    CTA fits beside any holder (the holders stand for NCCL); a holder that leaves room NCCL
+    does not is named as understating NCCL."""
+    from artifact.report import mechanisms
+    from artifact.report.document import Doc, to_markdown
+
+    summary, configs = _mech_rows()
+    room = {"sm-held-4cta": 0, "sm-held-16cta": 0, "coloc-nccl-16cta-w2": 0}
+    room["standin-16cta-coloc-w2"] = 0
+    extra = [
+        _row("contention", f"gemm-bf16_{par}_1048576KiB_w1", "overlap", metric, value)
+        for par, beside in room.items()
+        for metric, value in (("compute_ctas_beside_comm", beside), ("compute_ctas_per_sm", 1))
+    ]
+    planted = pd.concat([summary, pd.DataFrame(extra)], ignore_index=True)
+    doc = Doc(title="t")
+    mechanisms.section(doc, planted, configs, None, tmp_path, measured_on_gpu=True)
+    text = to_markdown(doc)
+    assert "| 0 (1) |" in text and "| - |" in text  # the copy holds no SM: no reading
+    assert "fits 1 CTA(s) on an SM alone and 0 beside one CTA of co-located NCCL" in text
+    assert "leave the GEMM the room NCCL's CTAs leave it" in text
+    thin = planted.copy()
+    hit = (thin["config_id"] == "gemm-bf16_sm-held-4cta_1048576KiB_w1") & (
+        thin["metric"] == "compute_ctas_beside_comm"
+    )
+    thin.loc[hit, "mean"] = 1.0
+    found = mechanisms.room_finding(mechanisms.table(thin, configs))
+    assert "Beside the SMs-held kernel (1) it fits more" in found and "understate" in found
+    assert mechanisms.room_finding(mechanisms.table(summary, configs)) is None  # no readings

@@ -28,6 +28,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from artifact.measure import occupancy
+
 CATEGORIES = ("compute", "communication", "memory", "delay")
 ITER_PREFIX = "artifact.iter#"
 DELAY_MARK = "artifact.delay"  # the host range around a CPU delay (artifact.workloads.microbench)
@@ -297,15 +299,37 @@ def footprints(trace: dict[str, Any]) -> dict[str, float]:
         time[key] = time.get(key, 0.0) + float(e.get("dur", 0.0))
         args[key] = a
     out: dict[str, float] = {}
-    sms = [d.get("numSms") for d in trace.get("deviceProperties", []) if d.get("numSms")]
-    if time and sms:  # the GPU's SMs: a grid of at most this many CTAs is one wave
-        out["gpu_sms"] = float(sms[0])
+    device = next((d for d in trace.get("deviceProperties", []) if d.get("numSms")), None)
+    if time and device:  # the GPU's SMs: a grid of at most this many CTAs is one wave
+        out["gpu_sms"] = float(device["numSms"])
     for category, prefix in FOOTPRINT_OF.items():
         mine = [k for k in time if k[0] == category]
         if mine:
             a = args[max(mine, key=time.__getitem__)]
             out |= {f"{prefix}_{name}": float(get(a)) for name, get in FOOTPRINT.items()}
-    return out
+    return out | _room(out, device)
+
+
+def _room(f: dict[str, float], device: dict | None) -> dict[str, float]:
+    """The GEMM's CTAs an SM holds alone and beside one collective CTA (measure.occupancy),
+    where the trace gives both footprints and the SM's limits."""
+    limits = ("regsPerMultiprocessor", "sharedMemPerMultiprocessor", "maxThreadsPerMultiprocessor")
+    have = all(f"{p}_regs_per_thread" in f for p in ("compute", "comm"))
+    if not have or not device or not all(device.get(k) for k in limits):
+        return {}
+    sm = occupancy.Sm(*(int(device[k]) for k in limits))
+
+    def of(p):
+        return occupancy.Footprint(
+            int(f[f"{p}_threads_per_cta"]),
+            int(f[f"{p}_regs_per_thread"]),
+            int(f[f"{p}_smem_per_cta_bytes"]),
+        )
+
+    return {
+        "compute_ctas_per_sm": float(occupancy.ctas_fit(sm, of("compute"))),
+        "compute_ctas_beside_comm": float(occupancy.ctas_fit(sm, of("compute"), of("comm"))),
+    }
 
 
 def holder_first_fraction(df: pd.DataFrame) -> float:

@@ -6,6 +6,7 @@ it judges nothing.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -50,6 +51,7 @@ def table(summary: pd.DataFrame, configs: dict) -> pd.DataFrame:
     """One row a configuration of the one-GPU mechanisms at the axis's size: what ran,
     its CTAs and ranks, Eq. 1 [95 % CI], its zero-byte control and the effect beyond it."""
     rows = summary[(summary["figure"] == "contention") & (summary["mode"] == "derived")]
+    room = _room_of(summary)
     axis = [c for c in axis_configs(configs)]
     if not axis:
         return pd.DataFrame()
@@ -92,6 +94,7 @@ def table(summary: pd.DataFrame, configs: dict) -> pd.DataFrame:
                 "vs_nocomm_hi": get("slowdown_vs_nocomm", "ci_high"),
                 "comm": cfg["comm"],
                 "twin": twin,
+                **{"room_alone": math.nan, "room_beside": math.nan, **room.get(c, {})},
             }
         )
     order = {c: k for k, c in enumerate(("copy", "onerank-avg", "spin", "nccl-shaped", "coloc"))}
@@ -100,6 +103,56 @@ def table(summary: pd.DataFrame, configs: dict) -> pd.DataFrame:
     t["_ranks"] = pd.to_numeric(t["ranks"], errors="coerce").fillna(0)
     return t.sort_values(["compute", "_order", "_ranks", "twin", "ctas"]).drop(
         columns=["_order", "_ranks"]
+    )
+
+
+def _room_of(summary: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """config_id -> the GEMM's CTAs an SM holds alone and beside one holder CTA
+    (measure.occupancy, the overlap mode's readings)."""
+    hit = summary[
+        (summary["figure"] == "contention")
+        & (summary["mode"] == "overlap")
+        & summary["metric"].isin(["compute_ctas_per_sm", "compute_ctas_beside_comm"])
+    ]
+    out: dict[str, dict[str, float]] = {}
+    for r in hit.itertuples():
+        key = "room_alone" if r.metric == "compute_ctas_per_sm" else "room_beside"
+        out.setdefault(r.config_id, {})[key] = float(r.mean)
+    return out
+
+
+def _room(beside, alone) -> str:
+    return "-" if pd.isna(beside) or pd.isna(alone) else f"{beside:.0f} ({alone:.0f})"
+
+
+def room_finding(t: pd.DataFrame) -> str | None:
+    """Whether the holders leave the GEMM the room an SM that NCCL's CTA leaves it (the
+    occupancy rules on the recorded footprints): the stand-in stands for NCCL only where
+    they do."""
+    known = t.dropna(subset=["room_beside"])
+    nccl = known[known["comm"] == "coloc"]
+    if nccl.empty:
+        return None
+    ref = nccl["room_beside"].max()
+    alone = known["room_alone"].max()
+    names = {"nccl-shaped": "the NCCL-shaped stand-in", "spin": "the SMs-held kernel"}
+    held = {names[c]: g["room_beside"].max() for c, g in known.groupby("comm") if c in names}
+    if not held:
+        return None
+    same = [n for n, v in held.items() if v == ref]
+    more = [f"{n} ({v:.0f})" for n, v in held.items() if v > ref]
+    text = (
+        f"By the profiler's launch records and the SM's limits, the GEMM's kernel fits "
+        f"{alone:.0f} CTA(s) on an SM alone and {ref:.0f} beside one CTA of co-located NCCL. "
+    )
+    if same and not more:
+        return text + (
+            f"Beside {' and '.join(same)} it fits the same: they leave the GEMM the room "
+            "NCCL's CTAs leave it."
+        )
+    return text + (
+        f"Beside {', '.join(more)} it fits more: those holders share SMs NCCL's CTAs would "
+        "hold, so their slowdowns understate NCCL's on this GPU."
     )
 
 
@@ -212,6 +265,7 @@ def section(
             "beyond control",
             "vs nocomm",
             "95% CI",
+            "GEMM CTAs an SM beside one holder CTA (alone)",
         ],
         [
             [
@@ -228,10 +282,13 @@ def section(
                 _pct(r.beyond),
                 _pct(r.vs_nocomm),
                 _ci(r.vs_nocomm_lo, r.vs_nocomm_hi),
+                _room(r.room_beside, r.room_alone),
             ]
             for r in t.itertuples()
         ],
     )
+    if sentence := room_finding(t):
+        doc.p(sentence)
     doc.p(
         "'vs nocomm' is the same slowdown against the compute with no communication at all; "
         "where it and Eq. 1 differ, V1 (below) fails: the sequential baseline itself ran at "

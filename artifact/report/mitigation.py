@@ -98,6 +98,16 @@ def _footprint(r, who: str) -> str:
     )
 
 
+def emulated_by(r) -> str:
+    """The stand-in flags that emulate a row's collective (`run --emulate-world W ...`):
+    the NCCL-shaped stand-in on the CTAs a rank's collective kernel ran (its recorded grid),
+    or the copy stand-in where the collective ran no CTA (the zero policy's copy engines)."""
+    grid = r.comm_grid_ctas
+    if pd.isna(grid):
+        return "-"
+    return "--stand-in copy" if grid == 0 else f"--stand-in nccl-shaped --comm-ctas {grid:.0f}"
+
+
 def findings(t: pd.DataFrame) -> list[str]:
     """The sentences the numbers allow: a knob that removes most of the slowdown at small
     cost to the collective, and whether the GEMM ran in one wave (wave quantization's
@@ -194,6 +204,7 @@ def _cells(r) -> list:
         "-" if pd.isna(r.holder_first) else f"{r.holder_first:.2f}",
         _footprint(r, "compute"),
         _footprint(r, "comm"),
+        emulated_by(r),
     ]
 
 
@@ -225,7 +236,13 @@ def section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir: Path) -> li
         )
     head = "axis,row,W,n,Eq. 1 slowdown,95% CI,vs nocomm,collective ms,95% CI,holder first"
     doc.table(
-        [*head.split(","), "GEMM kernel", "collective kernel"], [_cells(r) for r in t.itertuples()]
+        [*head.split(","), "GEMM kernel", "collective kernel", "emulated by"],
+        [_cells(r) for r in t.itertuples()],
+    )
+    doc.p(
+        "'emulated by': the flags with which `run --emulate-world W` previews a row's "
+        "collective on one GPU: the NCCL-shaped stand-in on the CTAs a rank's collective "
+        "kernel ran, or the copy stand-in where it ran none (the zero policy's copy engines)."
     )
     for sentence in findings(t):
         doc.p(sentence)

@@ -48,6 +48,9 @@ BASE_UNITS = {
     },
     "holder_first_fraction": "ratio",
     "gpu_sms": "count",
+    # the GEMM's CTAs an SM holds alone and beside one collective CTA (measure.occupancy)
+    "compute_ctas_per_sm": "count",
+    "compute_ctas_beside_comm": "count",
 }
 GIB = 1 << 30
 # per-rank values reduced by their maximum (the rank that needs most), not their mean
