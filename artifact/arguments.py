@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     """Every command and flag (`--help`'s text). Long on purpose: one `add_argument` a
     flag, in the order `--help` shows them; split, the CLI's reference would scatter."""
     from artifact.core.config import PRECISIONS
-    from artifact.estimate.memory import RECOMPUTE_CHOICES
+    from artifact.core.options import RECOMPUTE_CHOICES
     from artifact.plan import add_arguments
 
     p = OneLineParser(prog=invocation(), description=DESCRIPTION)

@@ -16,10 +16,15 @@ import pandas as pd
 
 from artifact.analyze.aggregate import gpus_in, load_summary
 from artifact.core.emulated import EMULATED_SUFFIX, NOTE_PREFIX
-from artifact.judge.controls import is_proxy
+from artifact.core.options import beyond_paper
 from artifact.judge.verdicts import load_verdicts
 from artifact.store import RunStore, check_derived
-from artifact.workloads import beyond_paper
+
+
+def is_proxy(parallelism) -> bool:
+    """Whether a row's parallelism is a one-GPU proxy's (`proxy-copy`, `proxy-nccl-onerank`):
+    the one test of it that compare, the controls and the results folder share."""
+    return str(parallelism).startswith("proxy")
 
 
 @dataclass

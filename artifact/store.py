@@ -29,6 +29,9 @@ from artifact import env as envmod
 from artifact.core.errors import ArtifactError
 
 SCHEMA_VERSION = 1
+# a figure's log (OUT/logs/FIG.log): run.launch writes these lines, report.runtime reads them
+RUN_HEADER = "==== run:"  # starts each run's part of a figure's log
+RUN_END = "==== ended:"  # ends it: how the ranks ended and the run's wall time, start-up in
 STOPPING = "stopping.json"  # an adaptive configuration's decision, beside its mode folders
 UMASK = os.umask(0o022)  # read the process's umask (only way to read it) ...
 os.umask(UMASK)  # ... and put it back
@@ -232,6 +235,30 @@ def commits(out: Path) -> list[str]:
 
 
 _COMMIT = re.compile(r'"git_commit": "([^"]+)"')
+
+PLAN = "plan.json"  # the folder's plan (artifact/run/runplan.py writes it)
+
+
+def read_plan(out: Path) -> dict[str, Any] | None:
+    path = Path(out) / PLAN
+    if not path.is_file():
+        return None
+    try:
+        plan = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(plan, dict) or "figures" not in plan:
+        raise ArtifactError(
+            f"{path}: not a folder's plan (a mapping with figures); delete it and run again: "
+            "the records are kept, and the next run writes the plan anew"
+        )
+    return plan
+
+
+def planned_reps(out: Path) -> dict[str, int]:
+    """figure -> repetitions its plan asks for (empty without a plan)."""
+    plan = read_plan(out)
+    return {f: v["reps"] for f, v in plan["figures"].items()} if plan else {}
 
 
 def default_out_dir(preset: str, root: Path | None = None) -> Path:

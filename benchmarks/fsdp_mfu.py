@@ -29,6 +29,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from artifact.core.config import check_precision, get_model  # noqa: E402
 from artifact.core.errors import ArtifactError  # noqa: E402
+from artifact.core.options import FSDP_IMPLS  # noqa: E402
 from artifact.experiments.fsdp import make_trainer  # noqa: E402
 from artifact.experiments.training import release_memory  # noqa: E402
 from artifact.measure.peak import peak_matmul_tflops  # noqa: E402
@@ -36,7 +37,7 @@ from artifact.measure.timing import timed  # noqa: E402
 from artifact.run import capability  # noqa: E402
 from artifact.run.modes import Mode  # noqa: E402
 from artifact.run.runner import profiler_activities  # noqa: E402
-from artifact.workloads import FSDP_IMPLS, fsdp_deepspeed  # noqa: E402
+from artifact.workloads import fsdp_deepspeed  # noqa: E402
 from artifact.workloads.fsdp_deepspeed import FsdpSpec  # noqa: E402
 from artifact.workloads.models import Block  # noqa: E402
 

@@ -9,7 +9,10 @@ import pytest
 from scipy import stats
 
 from artifact.analyze import metrics as eq
-from artifact.analyze.aggregate import COLUMNS, MODE_DERIVED, Derived, relative_change, summarize
+from artifact.analyze.aggregate import COLUMNS, summarize
+from artifact.core import equations
+from artifact.figures.derived import MODE_DERIVED, relative_change
+from artifact.figures.spec import Derived
 
 UNITS = {"compute_ms": "ms", "e2e_ms": "ms", "comm_role_ms": "ms"}
 
@@ -64,7 +67,7 @@ def test_derived_rows_pair_repetitions_and_count_only_complete_ones():
     assert s["ci_method"] == "paired student-t (delta method)"
     # the equation on the means of the complete repetitions
     o, q = np.array([12.0, 14.4, 9.6]), np.array([10.0, 12.0, 8.0])
-    assert s["mean"] == pytest.approx(eq.slowdown(o.mean(), q.mean()))
+    assert s["mean"] == pytest.approx(equations.slowdown(o.mean(), q.mean()))
     # every repetition is exactly 20 % slower: pairing leaves nothing to be unsure of,
     # although each mode on its own varies by +-20 %
     assert s["ci_low"] == pytest.approx(0.2) and s["ci_high"] == pytest.approx(0.2)
@@ -83,7 +86,7 @@ def test_pairing_is_by_repetition_whatever_the_phase_names():
     records += [_record("c", "comm_alone", i, {"comm_role_ms": alone[i]}) for i in range(6)]
     records = [records[i] for i in rng.permutation(len(records))]
     s = _row(summarize(records, {"fig8": [comm]}), "derived", "comm_slowdown")
-    paired = eq.describe_derived(eq.slowdown, overlap, alone)
+    paired = eq.describe_derived(equations.slowdown, overlap, alone)
     assert (s["ci_low"], s["ci_high"], s["n"]) == pytest.approx((paired.ci_low, paired.ci_high, 6))
     assert s["ci_high"] - s["ci_low"] < 0.05  # the 10 % drift cancels within a repetition
 

@@ -38,6 +38,7 @@ from scipy import stats
 
 from artifact.analyze import metrics as eq
 from artifact.analyze import stopping
+from artifact.core import equations
 from artifact.judge.verdicts import MIN_REPETITIONS
 
 TRIALS = 2000
@@ -59,7 +60,7 @@ MODELS = {
             lambda r, k: r.normal(1, 0.05, k),
         ),
         12.0,
-        eq.slowdown(12.0, 10.0),
+        equations.slowdown(12.0, 10.0),
     ),
     "lognormal": (
         lambda rng, size: _draw(
@@ -70,7 +71,7 @@ MODELS = {
             lambda r, k: r.lognormal(0, 0.05, k) / _lognormal_mean(1, 0.05),
         ),
         _lognormal_mean(12, 0.25),
-        eq.slowdown(_lognormal_mean(12, 0.25), _lognormal_mean(10, 0.15)),
+        equations.slowdown(_lognormal_mean(12, 0.25), _lognormal_mean(10, 0.15)),
     ),
 }
 
@@ -94,7 +95,7 @@ def coverage(model: str, n: int) -> dict[str, float]:
     draw, mean_truth, ratio_truth = MODELS[model]
     a, b = draw(np.random.default_rng(_seed(model, n)), (TRIALS, n))
     m = eq.mean_interval(a)
-    r = eq.paired_interval(eq.slowdown, [a, b])
+    r = eq.paired_interval(equations.slowdown, [a, b])
     assert m.estimate.shape == r.estimate.shape == (TRIALS,)
     return {
         "mean": _covers(m.low, m.high, mean_truth),
@@ -173,7 +174,7 @@ def _prefix_intervals(model: str) -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(_seed(model, MAX_REPS + 1))
     a, b = draw(rng, (ADAPTIVE_TRIALS, MAX_REPS))
     ivs = [
-        eq.paired_interval(eq.slowdown, [a[:, :n], b[:, :n]])
+        eq.paired_interval(equations.slowdown, [a[:, :n], b[:, :n]])
         for n in range(stopping.MIN_REPETITIONS, MAX_REPS + 1)
     ]
     est, lows, highs = (

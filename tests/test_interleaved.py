@@ -9,9 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from artifact.analyze import telemetry
 from artifact.core.phases import williams_rows
-from artifact.measure import power
+from artifact.measure import power, telemetry
 from artifact.run import runner
 from artifact.store import RunStore
 from tests.conftest import cpu_context, free_port

@@ -7,20 +7,21 @@ import pytest
 from scipy import stats
 
 from artifact.analyze import metrics as eq
+from artifact.core import equations, traffic
 
 
 def test_equations_by_hand():
     # compute 12 ms overlapped vs 10 ms sequential: 20 % slower, 2 ms lost
-    assert eq.slowdown(12.0, 10.0) == pytest.approx(0.2)
-    assert eq.slowdown_time(12.0, 10.0) == pytest.approx(2.0)
+    assert equations.slowdown(12.0, 10.0) == pytest.approx(0.2)
+    assert equations.slowdown_time(12.0, 10.0) == pytest.approx(2.0)
     # an overlapped iteration of 30 ms would have taken 28 ms without the 2 ms slowdown
-    assert eq.e2e_ideal(30.0, 12.0, 10.0) == pytest.approx(28.0)
+    assert equations.e2e_ideal(30.0, 12.0, 10.0) == pytest.approx(28.0)
     # sequential 36 ms vs overlapped 30 ms: 20 % penalty
-    assert eq.sequential_penalty(36.0, 30.0) == pytest.approx(0.2)
-    assert eq.e2e_ideal_max(10.0, 14.0) == 14.0
-    assert eq.busbw_factor(4) == pytest.approx(1.5)
-    assert eq.busbw_factor(2) == pytest.approx(1.0)
-    assert eq.busbw_factor(1) == 0.0
+    assert equations.sequential_penalty(36.0, 30.0) == pytest.approx(0.2)
+    assert equations.e2e_ideal_max(10.0, 14.0) == 14.0
+    assert traffic.busbw_factor(4) == pytest.approx(1.5)
+    assert traffic.busbw_factor(2) == pytest.approx(1.0)
+    assert traffic.busbw_factor(1) == 0.0
 
 
 def test_describe_by_hand():
@@ -51,18 +52,18 @@ def test_degenerate_and_tiny_samples():
 def test_derived_ci_propagates_both_inputs():
     overlap = [12.0, 12.2, 11.8, 12.1, 11.9]
     sequential = [10.0, 10.1, 9.9, 10.05, 9.95]
-    s = eq.describe_derived(eq.slowdown, overlap, sequential)
-    assert s.mean == pytest.approx(eq.slowdown(np.mean(overlap), np.mean(sequential)))
+    s = eq.describe_derived(equations.slowdown, overlap, sequential)
+    assert s.mean == pytest.approx(equations.slowdown(np.mean(overlap), np.mean(sequential)))
     assert s.ci_low < s.mean < s.ci_high
     # a noisier input widens the derived CI
-    noisy = eq.describe_derived(eq.slowdown, [11.0, 13.0, 12.0, 10.5, 13.5], sequential)
+    noisy = eq.describe_derived(equations.slowdown, [11.0, 13.0, 12.0, 10.5, 13.5], sequential)
     assert (noisy.ci_high - noisy.ci_low) > (s.ci_high - s.ci_low)
     # a CI that excludes 0 means the slowdown is significant
     assert s.ci_low > 0.15
 
 
 def test_derived_of_three_inputs_matches_eq4():
-    s = eq.describe_derived(eq.e2e_ideal, [30.0, 31.0], [12.0, 12.0], [10.0, 10.0])
+    s = eq.describe_derived(equations.e2e_ideal, [30.0, 31.0], [12.0, 12.0], [10.0, 10.0])
     assert s.mean == pytest.approx(28.5)
     # Eq. 4 is linear: the paired interval is the t interval of the per-repetition
     # values 28 and 29 (n = 2: t(0.975, 1) = 12.7, so it is wide, as it should be)
@@ -95,7 +96,7 @@ def test_twenty_repetitions_or_more_bootstrap_but_never_narrower_than_t():
 def test_paired_ratio_uses_the_delta_method_standard_error():
     a = np.array([12.0, 12.9, 11.5, 12.4, 11.8])
     b = np.array([10.0, 10.6, 9.7, 10.2, 9.9])
-    s = eq.describe_derived(eq.slowdown, a, b)
+    s = eq.describe_derived(equations.slowdown, a, b)
     ratio = a.mean() / b.mean()
     assert s.mean == pytest.approx(ratio - 1)  # the equation on the means
     z = (a - ratio * b) / b.mean()  # the ratio estimator's linearised values, by hand
@@ -108,7 +109,7 @@ def test_pairing_removes_drift_shared_by_a_repetition():
     drift = np.array([1.0, 1.1, 0.9, 1.05, 0.95])  # each repetition's clock, both modes
     overlap = 12.0 * drift * np.array([1.0, 1.002, 0.999, 1.001, 0.998])
     sequential = 10.0 * drift
-    s = eq.describe_derived(eq.slowdown, overlap, sequential)
+    s = eq.describe_derived(equations.slowdown, overlap, sequential)
     assert s.ci_low < 0.2 < s.ci_high and s.ci_high - s.ci_low < 0.005
     # each mode on its own varies by +-10 %: its mean's CI is far wider
     o = eq.describe(overlap)
@@ -117,24 +118,24 @@ def test_pairing_removes_drift_shared_by_a_repetition():
 
 def test_paired_samples_must_have_one_value_per_repetition():
     with pytest.raises(ValueError, match="one value per repetition"):
-        eq.describe_derived(eq.slowdown, [1.0, 2.0, 3.0], [1.0, 2.0])
-    one = eq.describe_derived(eq.slowdown, [12.0], [10.0])
+        eq.describe_derived(equations.slowdown, [1.0, 2.0, 3.0], [1.0, 2.0])
+    one = eq.describe_derived(equations.slowdown, [12.0], [10.0])
     assert one.mean == pytest.approx(0.2) and one.ci_method == "none (n=1)"
 
 
 def test_batch_and_single_calls_agree():
     rng = np.random.default_rng(2)
     a, b = rng.normal(12, 1, (4, 6)), rng.normal(10, 1, (4, 6))
-    batch = eq.paired_interval(eq.slowdown, [a, b])
+    batch = eq.paired_interval(equations.slowdown, [a, b])
     for i in range(4):
-        one = eq.describe_derived(eq.slowdown, a[i], b[i])
+        one = eq.describe_derived(equations.slowdown, a[i], b[i])
         assert (one.ci_low, one.ci_high) == pytest.approx((batch.low[i], batch.high[i]))
 
 
 def test_a_max_uses_per_repetition_values_not_a_derivative():
     # compute alone and communication alone tie on average (fig8 calibrates them so):
     # max() has no derivative there; a linearisation would give a zero-width CI
-    s = eq.describe_derived(eq.e2e_ideal_max, [1.0, 2.0, 3.0], [3.0, 2.0, 1.0])
+    s = eq.describe_derived(equations.e2e_ideal_max, [1.0, 2.0, 3.0], [3.0, 2.0, 1.0])
     assert s.mean == 2.0 and s.ci_method == "paired student-t (per-repetition values)"
     per_rep = [3.0, 2.0, 3.0]
     lo, hi = stats.t.interval(0.95, 2, loc=2.0, scale=stats.sem(per_rep))

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from artifact.analyze import metrics, noise
+from artifact.core import equations
 from artifact.experiments.training import phase_order
 from artifact.judge.compare import compare
 from artifact.run.modes import OVERLAP_REPEAT, Mode, balanced_order, mode_of, with_repeat
@@ -188,7 +189,7 @@ def test_summary_holds_the_floor_with_a_paired_interval(fsdp_run):
     # Eq. 1 between the repeat and overlap, on the means of the two passes
     repeat = rows.loc[(OVERLAP_REPEAT, "compute_ms"), "mean"]
     overlap = rows.loc[("overlap", "compute_ms"), "mean"]
-    assert floor["mean"] == pytest.approx(metrics.slowdown(repeat, overlap))
+    assert floor["mean"] == pytest.approx(equations.slowdown(repeat, overlap))
     # paired: the same interval describe_derived gives on the records' per-repetition pairs
     recs = [json.loads(p.read_text()) for p in fsdp_run.glob(f"records/fig4/{CONFIG}/*/rep-*.json")]
     per_rep = {
@@ -199,7 +200,9 @@ def test_summary_holds_the_floor_with_a_paired_interval(fsdp_run):
         ]
         for m in (OVERLAP_REPEAT, "overlap")
     }
-    paired = metrics.describe_derived(metrics.slowdown, per_rep[OVERLAP_REPEAT], per_rep["overlap"])
+    paired = metrics.describe_derived(
+        equations.slowdown, per_rep[OVERLAP_REPEAT], per_rep["overlap"]
+    )
     assert (floor["ci_low"], floor["ci_high"]) == pytest.approx((paired.ci_low, paired.ci_high))
     # beside the figure's Eq. 1
     assert ("derived", "slowdown") in rows.index

@@ -14,9 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from artifact.analyze import telemetry
 from artifact.core.errors import ArtifactError
-from artifact.measure import device, power
+from artifact.measure import device, power, telemetry
 
 
 class FakeTelemetry:

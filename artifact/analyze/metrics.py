@@ -1,12 +1,5 @@
-"""The paper's equations (Section IV-D) and the statistics every number carries.
-
-Measured quantities come from traces and timers; everything here is *derived* from them
-and is labelled so in summary.csv (docs/design.md section 3):
-    Eq. 1  slowdown          = (ComputeOverlap - ComputeSequential) / ComputeSequential
-    Eq. 3  slowdown_time     =  ComputeOverlap - ComputeSequential
-    Eq. 4  e2e_ideal         =  E2E_overlap - slowdown_time
-           sequential_penalty = (E2E_sequential - E2E_overlap) / E2E_overlap
-           e2e_ideal_max     =  max(isolated compute, isolated communication)   (ConCCL's ideal)
+"""The statistics every number carries; the paper's equations they are applied to are
+artifact.core.equations (the figures' derived quantities name them).
 
 Statistics (docs/measurement.md, "Statistics"): the unit is the repetition. A measured
 mean's 95 % CI is Student-t below MIN_BOOTSTRAP_N repetitions, else a seeded BCa
@@ -27,37 +20,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import differentiate, stats
 
+from artifact.core.equations import e2e_ideal_max
+
 NOISY_CV = 0.05  # docs/design.md section 3: flag coefficient of variation above 5 %
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 2000
 MIN_BOOTSTRAP_N = 20  # below this many repetitions a CI is Student-t, not bootstrap
 _BOOTSTRAP_CELLS = 4_000_000  # resampled values held at once (memory bound for batches)
 _SEED = 20250703  # fixed, so the same records always give the same CI
-
-
-def slowdown(compute_overlap, compute_sequential):
-    """Eq. 1, as a ratio (0.189 means 18.9 % slower)."""
-    return (compute_overlap - compute_sequential) / compute_sequential
-
-
-def slowdown_time(compute_overlap, compute_sequential):
-    """Eq. 3, as a time."""
-    return compute_overlap - compute_sequential
-
-
-def e2e_ideal(e2e_overlap, compute_overlap, compute_sequential):
-    """Eq. 4: the overlapped iteration had compute not slowed down."""
-    return e2e_overlap - slowdown_time(compute_overlap, compute_sequential)
-
-
-def sequential_penalty(e2e_sequential, e2e_overlap):
-    """How much longer the sequential iteration is than the overlapped one, as a ratio."""
-    return (e2e_sequential - e2e_overlap) / e2e_overlap
-
-
-def e2e_ideal_max(compute_alone, comm_alone):
-    """Perfect overlap with no contention: the longer of the two alone."""
-    return np.maximum(compute_alone, comm_alone)
 
 
 # Equations with a kink: no derivative where the inputs tie, so no delta method. Fig. 8
@@ -298,11 +268,6 @@ def _bootstrap(samples: tuple[np.ndarray, ...], statistic, method: str, paired: 
             method=method,
             rng=np.random.default_rng(_SEED),
         )
-
-
-def busbw_factor(world_size: int) -> float:
-    """nccl-tests' all-reduce bus-bandwidth factor 2(n-1)/n."""
-    return 2 * (world_size - 1) / world_size if world_size > 1 else 0.0
 
 
 def ratio_interval(

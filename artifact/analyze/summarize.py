@@ -12,8 +12,7 @@ from artifact.analyze import stopping
 from artifact.analyze.aggregate import configs_of, provenance_of, summarize
 from artifact.core.errors import ArtifactError
 from artifact.figures import REGISTRY
-from artifact.run import runplan
-from artifact.store import RunStore, check_uniform_env, strict_json
+from artifact.store import RunStore, check_uniform_env, planned_reps, strict_json
 
 
 def planned_records(out: Path) -> list[dict]:
@@ -23,7 +22,7 @@ def planned_records(out: Path) -> list[dict]:
     records = store.records()
     if not records and not store.status():
         raise ArtifactError(f"no records under '{store.records_dir}'")
-    planned = runplan.planned_reps(out)
+    planned = planned_reps(out)
     return [r for r in records if r["rep"] < planned.get(r["figure"], r["rep"] + 1)]
 
 

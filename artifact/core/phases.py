@@ -24,7 +24,7 @@ class Mode(StrEnum):
 
 
 # The A/A check: the overlap mode measured again in the same repetition. Eq. 1 between
-# the two overlap passes is the noise floor (aggregate.MODE_DERIVED "noise_floor").
+# the two overlap passes is the noise floor (figures.derived.MODE_DERIVED "noise_floor").
 OVERLAP_REPEAT = "overlap_repeat"
 # The negative controls: the overlap and sequential code paths moving zero bytes.
 OVERLAP_CONTROL = "overlap_control"

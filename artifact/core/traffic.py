@@ -44,3 +44,8 @@ def pipeline_p2p_bytes(
     boundaries = (stage < stages - 1) + (stage > 0)  # a first or last stage has one
     per_direction = microbatches * activation_bytes * boundaries
     return per_direction, per_direction
+
+
+def busbw_factor(world_size: int) -> float:
+    """nccl-tests' all-reduce bus-bandwidth factor 2(n-1)/n."""
+    return 2 * (world_size - 1) / world_size if world_size > 1 else 0.0

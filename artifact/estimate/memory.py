@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from artifact.core.config import ModelConfig
+from artifact.core.options import RECOMPUTE_CHOICES
 from artifact.core.units import GIB  # noqa: F401  (memory.GIB: the experiments use it)
 
 # cuBLAS workspaces, NCCL buffers, allocator fragmentation (measured at world size 1 well
@@ -159,9 +160,6 @@ def pipeline_bytes(
         acts += layer
     last = logits_bytes(m, micro_batch, precision) if stages == 1 else 0
     return states + acts + last + RUNTIME_OVERHEAD
-
-
-RECOMPUTE_CHOICES = ("auto", "on", "off")
 
 
 def with_recompute(spec, world_size: int, choice: str, budget_gib: float | None):

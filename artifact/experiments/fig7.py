@@ -5,7 +5,7 @@ one profiled window in which the phases run in blocks (overlap, compute alone,
 communication alone, sequential), each block several times longer than the telemetry's
 refresh interval, while the sampler polls. Every sample is labelled with the kernel
 timeline's state over the interval it stands for (overlap / compute_only / comm_only /
-idle; artifact.analyze.telemetry.label_samples), and each block's power window gives its
+idle; artifact.measure.telemetry.label_samples), and each block's power window gives its
 mean power from the energy counter (measure.power.PowerMonitor).
 
 Per repetition: mean instant power per state and counter mean per block, as % of TDP.
@@ -24,11 +24,10 @@ from pathlib import Path
 import numpy as np
 from torch.profiler import profile
 
-from artifact.analyze import telemetry
 from artifact.core.phases import FIG7_BLOCKS as BLOCKS
 from artifact.core.phases import FIG7_MIN_BLOCK_S as MIN_BLOCK_S
 from artifact.experiments import fig6, fig8
-from artifact.measure import kernels, power
+from artifact.measure import kernels, power, telemetry
 from artifact.measure.timing import synchronize
 from artifact.run.runner import (
     RunContext,

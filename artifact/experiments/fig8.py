@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from artifact.analyze import metrics as eq
+from artifact.core import traffic
 from artifact.core.mechanisms import ONE_GPU_NOTES
 from artifact.core.phases import OVERLAP_REPEAT, balanced_order, microbench_phases
 from artifact.experiments import configs_of
@@ -130,7 +130,7 @@ def _phase_metrics(
     has_comm = phase != "nocomm" and comm_ms > 0
     algbw = spec.comm_bytes * repeats / (comm_ms * 1e-3) / 1e9 if has_comm else nan
     m["comm_algbw_GBps"] = algbw
-    m["comm_busbw_GBps"] = algbw * eq.busbw_factor(world) if world > 1 else nan
+    m["comm_busbw_GBps"] = algbw * traffic.busbw_factor(world) if world > 1 else nan
     return m
 
 

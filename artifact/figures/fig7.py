@@ -7,8 +7,7 @@ judged on the blocks' counter power, the overlap block minus the compute-alone b
 the same repetition (`overlap_block_power_gap`, percentage points of TDP).
 """
 
-from artifact.analyze.aggregate import Derived
-from artifact.figures.spec import MICROBENCH_OPTIONS, FigureSpec
+from artifact.figures.spec import MICROBENCH_OPTIONS, Derived, FigureSpec
 
 BLOCK_GAP = Derived(
     "overlap_block_power_gap",

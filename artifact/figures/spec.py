@@ -16,10 +16,22 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from artifact.analyze.aggregate import Derived
 from artifact.core.config import PRECISIONS, Preset
 from artifact.core.errors import ArtifactError
 from artifact.figures.sweeps import SWEEPS, TRAINING_SWEEPS, Where
+
+
+@dataclass(frozen=True)
+class Derived:
+    """metric = fn(mean of inputs[0], mean of inputs[1], ...); inputs are (mode, metric).
+
+    fn must accept numpy arrays (the CI evaluates it on batches and per repetition).
+    """
+
+    metric: str
+    fn: Callable[..., float]
+    inputs: tuple[tuple[str, str], ...]
+    unit: str
 
 
 @dataclass(frozen=True)

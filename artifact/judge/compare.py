@@ -40,7 +40,15 @@ from scipy import stats
 from artifact.analyze import noise
 from artifact.analyze.metrics import ratio_interval
 from artifact.judge import controls, copies, coverage, rehearsal, scope, standin, validation
-from artifact.judge.expected import EXPECTED_DIR, NEEDS_COMMUNICATION, load_expected, metric_of
+from artifact.judge.expected import (
+    EXPECTED_DIR,
+    NEEDS_COMMUNICATION,
+    as_list,
+    for_gpus,
+    load_expected,
+    metric_of,
+    select,
+)
 from artifact.judge.figure_status import CPU_REASON, figure_status, not_ran, on_a_cpu
 from artifact.judge.verdicts import (
     COLUMNS,
@@ -66,30 +74,9 @@ EMULATED_LIMITS = "no real NVLink or NCCL protocol, no peers' load, no pipeline 
 # --- selecting rows ---------------------------------------------------------------------
 
 
-def _as_list(v: Any) -> list:
-    return v if isinstance(v, list) else [v]
-
-
-def select(summary: pd.DataFrame, filters: dict[str, Any], metric: str | None) -> pd.DataFrame:
-    """The summary's rows that match `filters`. Where several figures are asked for, a
-    configuration both ran (one copies the other's records, run/reuse.py) counts once,
-    under the first figure listed: the same repetitions are not two pieces of evidence."""
-    rows = summary
-    if metric is not None:
-        rows = rows[rows["metric"] == metric]
-    for key, want in filters.items():
-        rows = rows[rows[key].isin(_as_list(want))]
-    figures = _as_list(filters.get("figure", []))
-    if len(figures) > 1 and not rows.empty:
-        order = rows["figure"].map(figures.index)
-        rows = rows.loc[order.sort_values(kind="stable").index]
-        rows = rows.drop_duplicates(["config_id", "mode", "metric"]).sort_index()
-    return rows
-
-
 def describe_rows(filters: dict[str, Any]) -> str:
     """{'precision': 'fp32', 'model': ['a', 'b']} -> 'precision fp32, model a or b'."""
-    return ", ".join(f"{k} {' or '.join(map(str, _as_list(v)))}" for k, v in filters.items())
+    return ", ".join(f"{k} {' or '.join(map(str, as_list(v)))}" for k, v in filters.items())
 
 
 def with_communication(summary: pd.DataFrame) -> set[tuple[str, str]]:
@@ -366,12 +353,6 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
     return _verdict(item, verdict, reason, expected, "", mean, lo, hi)
 
 
-def for_gpus(item, gpus: list[str]) -> bool:
-    """Whether the item's scope (a GPU name it was measured on, or "any") covers `gpus`."""
-    scope = item["scope"]
-    return scope == "any" or any(s.lower() in g.lower() for s in scope for g in gpus)
-
-
 def _unjudgeable(item, run: Results) -> str | None:
     """Why the item is "not applicable" to this run before any row is read."""
     if not run.gpus:
@@ -570,7 +551,7 @@ def _paper_verdicts(item, run: Results, checks: list[dict], v1: dict) -> list[di
     """The item's verdict on the paper's rows, then its proxy evidence."""
     is_number = item["section"] == "numbers"
     exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
-    figures = _as_list(item["rows"].get("figure", item["file_figure"]))
+    figures = as_list(item["rows"].get("figure", item["file_figure"]))
     if not run.gpus:  # the plan's answer too (figure_status.on_a_cpu)
         return [_verdict(item, *on_a_cpu(item, lambda f: figure_status(f, run.status, run.summary)), *exp)]  # fmt: skip
     why = _unjudgeable(item, run)

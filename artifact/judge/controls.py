@@ -17,6 +17,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from artifact.judge.verdicts import as_sentence, equivalence
+from artifact.results import is_proxy
 
 # a control "reads 0" where its whole 95 % CI lies within +-1 point: V1's margin
 CONTROL_MARGIN = 0.01
@@ -34,12 +35,6 @@ CONTROL_OF = {
 # the quantity judged in its place where a control was measured: the effect beyond it
 BEYOND = {"slowdown": "slowdown_beyond_control", "sequential_penalty": "penalty_beyond_control"}
 WHAT = {"control_slowdown": "Eq. 1 slowdown", "control_penalty": "sequential penalty"}
-
-
-def is_proxy(parallelism) -> bool:
-    """Whether a row's parallelism is a one-GPU proxy's (`proxy-copy`, `proxy-nccl-onerank`):
-    the one test of it that compare, the controls and the results folder share."""
-    return str(parallelism).startswith("proxy")
 
 
 def _moves_nothing(row: Mapping, configs: Mapping[str, dict]) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import yaml
 
 from artifact.core.errors import ArtifactError
@@ -158,3 +159,32 @@ def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
     if not items:
         raise ArtifactError(f"no expected/*.yaml items under '{directory}'")
     return items
+
+
+# How an item reads its rows and its GPU scope: compare judges with these, and rank 0's
+# adaptive decision (artifact/run/adaptive.py) reads its pilot with them, as compare would.
+def as_list(v: Any) -> list:
+    return v if isinstance(v, list) else [v]
+
+
+def select(summary: pd.DataFrame, filters: dict[str, Any], metric: str | None) -> pd.DataFrame:
+    """The summary's rows that match `filters`. Where several figures are asked for, a
+    configuration both ran (one copies the other's records, run/reuse.py) counts once,
+    under the first figure listed: the same repetitions are not two pieces of evidence."""
+    rows = summary
+    if metric is not None:
+        rows = rows[rows["metric"] == metric]
+    for key, want in filters.items():
+        rows = rows[rows[key].isin(as_list(want))]
+    figures = as_list(filters.get("figure", []))
+    if len(figures) > 1 and not rows.empty:
+        order = rows["figure"].map(figures.index)
+        rows = rows.loc[order.sort_values(kind="stable").index]
+        rows = rows.drop_duplicates(["config_id", "mode", "metric"]).sort_index()
+    return rows
+
+
+def for_gpus(item, gpus: list[str]) -> bool:
+    """Whether the item's scope (a GPU name it was measured on, or "any") covers `gpus`."""
+    scope = item["scope"]
+    return scope == "any" or any(s.lower() in g.lower() for s in scope for g in gpus)

@@ -14,11 +14,11 @@ of each field. Records and the report carry it next to every power number.
 
 Sample times are epoch nanoseconds (time.time_ns), the clock torch.profiler traces
 are based on (`baseTimeNanoseconds` + ts), so samples can be laid on the kernel
-timeline (artifact.analyze.telemetry.label_samples).
+timeline (artifact.measure.telemetry.label_samples).
 
 Callers measure through `PowerMonitor`'s two verbs, as Zeus's ZeusMonitor:
 `begin_window(name)`, then `end_window(name)` returns the window's Measurement; what the
-samples say beyond one window (intervals, kernel states) is artifact.analyze.telemetry.
+samples say beyond one window (intervals, kernel states) is artifact.measure.telemetry.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from typing import Protocol
 
 import pandas as pd
 
-from artifact.analyze.telemetry import WindowPower, window_power
 from artifact.core.errors import bad_choice
 from artifact.measure import device
+from artifact.measure.telemetry import WindowPower, window_power
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class PowerSampler:
 class Measurement:
     """What `end_window` returns: the window's power (the energy counter's difference
     over its samples, peaks, clock), the samples it holds, and when it began and ended
-    (epoch ns), for analyses that split it (artifact.analyze.telemetry)."""
+    (epoch ns), for analyses that split it (artifact.measure.telemetry)."""
 
     power: WindowPower
     samples: pd.DataFrame

@@ -13,7 +13,6 @@ from artifact.env import REPO_ROOT
 from artifact.estimate import reference
 from artifact.estimate.model import build, figures_of, totals
 from artifact.figures import REGISTRY, all_figures, own_records, spec_of
-from artifact.judge.controls import is_proxy
 from artifact.judge.expected import load_expected
 from artifact.judge.verdicts import VERDICTS, paper_items
 from artifact.report.document import Doc
@@ -31,7 +30,7 @@ from artifact.report.facts import (
 from artifact.report.glossary import GLOSSARY
 from artifact.report.plots import model_name
 from artifact.report.runtime import figure_time
-from artifact.results import Results
+from artifact.results import Results, is_proxy
 
 EVALUATED = ("reproduced", "not reproduced", "inconclusive")  # judged either way, or not yet
 

@@ -18,6 +18,7 @@ import pandas as pd
 from artifact.analyze.aggregate import gpus_in
 from artifact.core.config import TRAINING_PARALLELISMS
 from artifact.core.emulated import STAND_IN_TEXT, stand_in_of
+from artifact.core.options import beyond_paper
 from artifact.figures import all_figures, paper_figures, spec_of
 from artifact.judge.copies import label, plain_note
 from artifact.judge.verdicts import as_sentence, paper_items, tally
@@ -45,7 +46,6 @@ from artifact.report.facts import (
 )
 from artifact.results import Results
 from artifact.store import atomic_write_text
-from artifact.workloads import beyond_paper
 
 
 def _evaluated_figures(verdicts: pd.DataFrame) -> str:

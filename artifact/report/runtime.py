@@ -1,7 +1,7 @@
 """How long each figure of this run took, read from the run itself: the records'
 timestamps (first to last record, less the pauses between them), how many times the
-figure was started (each start writes launch.RUN_HEADER into its log) and how long those
-starts took, start-up and set-up in (each writes launch.RUN_END with its wall time). Records copied
+figure was started (each start writes store.RUN_HEADER into its log) and how long those
+starts took, start-up and set-up in (each writes store.RUN_END with its wall time). Records copied
 from another figure (run/reuse.py) keep that figure's timestamps: they are counted apart
 and take no part in the time."""
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from artifact.run.launch import RUN_END, RUN_HEADER
+from artifact.store import RUN_END, RUN_HEADER
 
 # A gap between two records this long, and PAUSE_FACTOR times the figure's usual gap, is
 # a pause (a stopped run resumed later, or an unusually slow set-up), not measuring time.

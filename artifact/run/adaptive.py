@@ -4,7 +4,7 @@ repetitions"): what rank 0 decides once a configuration's pilot is on disk.
 The pilot is the configuration's first 5 repetitions (stopping.MIN_REPETITIONS). Its
 records are summarised as summarize does (aggregate.summarize), and every item of
 expected/ whose `rows` select the configuration (figure, model, parallelism, precision,
-as compare.select does) gives its quantity's CI half-width at n = 5 and its tolerance
+as compare does: expected.select) gives its quantity's CI half-width at n = 5 and its tolerance
 (the smallest of its metric's numbers: stopping.item_tolerance). stopping.decide
 then fixes the repetitions, 5 to the preset's (the run's --reps) maximum. The decision is
 written to records/<figure>/<config-id>/stopping.json (RunStore.write_stopping); the loop
@@ -45,8 +45,7 @@ def pilot_of(
     several items on one metric give it their widest half-width and smallest tolerance."""
     from artifact.analyze.aggregate import summarize
     from artifact.figures import spec_of
-    from artifact.judge.compare import for_gpus, select
-    from artifact.judge.expected import metric_of
+    from artifact.judge.expected import for_gpus, metric_of, select
 
     summary = summarize(records, {figure: spec_of(figure).derived})
     gpu = next((r["provenance"].get("gpu_model") for r in records if r.get("provenance")), None)

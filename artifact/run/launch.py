@@ -26,10 +26,9 @@ from artifact.core.errors import ArtifactError
 from artifact.core.options import RunOptions
 from artifact.run import procs
 from artifact.run.progress import read_beacon
+from artifact.store import RUN_END, RUN_HEADER
 
 DEFAULT_HANG_S = 600.0  # no output and no progress this long: the run is hung
-RUN_HEADER = "==== run:"  # starts each run's part of a figure's log
-RUN_END = "==== ended:"  # ends it: how the ranks ended and the run's wall time, start-up in
 # a Python exception's last line in the ranks' output ("ValueError: Type fp16 is not ...")
 _ERROR_LINE = re.compile(r"^(?:\[rank\d+\]:?\s*)?([A-Za-z_.]*(?:Error|Exception|Interrupt)\b:?.*)$")
 # a rank's own one-line error (worker.main: an ArtifactError, e.g. a full disk)

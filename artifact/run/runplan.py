@@ -4,7 +4,8 @@ OUT/plan.json holds the preset, the device, the environment's fingerprint and, p
 figure, the repetitions and options of its first run. `run FIG --out DIR` with no other
 flags continues that plan ("resuming: k of n repetitions done"); a different plan is
 refused in one line naming the difference, except an explicit larger `--reps`, which
-extends the plan and says so. summarize counts only the repetitions a plan asks for.
+extends the plan and says so. summarize counts only the repetitions a plan asks for
+(store.planned_reps: the folder's reader, below the run).
 
 Also here: the check that a figure takes the options a run sets (its spec's `options`;
 anything else is refused in one line).
@@ -19,9 +20,7 @@ from typing import Any
 from artifact.core.errors import ArtifactError
 from artifact.core.options import RunOptions, flag_of
 from artifact.figures import spec_of
-from artifact.store import atomic_write_text, strict_json
-
-PLAN = "plan.json"
+from artifact.store import PLAN, atomic_write_text, read_plan, strict_json
 
 
 def foreign_options(figure: str, options: RunOptions) -> list[str]:
@@ -57,22 +56,6 @@ def _differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 
-def read(out: Path) -> dict[str, Any] | None:
-    path = Path(out) / PLAN
-    if not path.is_file():
-        return None
-    try:
-        plan = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ArtifactError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    if not isinstance(plan, dict) or "figures" not in plan:
-        raise ArtifactError(
-            f"{path}: not a folder's plan (a mapping with figures); delete it and run again: "
-            "the records are kept, and the next run writes the plan anew"
-        )
-    return plan
-
-
 def reconcile(
     out: Path,
     *,
@@ -87,7 +70,7 @@ def reconcile(
     """(the repetitions to run, a line to print) after checking the folder's plan.
 
     Writes nothing; `record` writes the plan once the run is accepted."""
-    plan = read(out)
+    plan = read_plan(out)
     if plan is None:
         return reps or default_reps, None
     for key, have, want in (("preset", plan["preset"], preset), ("device", plan["device"], device)):
@@ -131,7 +114,7 @@ def record(
     options: RunOptions,
     nproc: int,
 ) -> None:
-    plan = read(out) or {
+    plan = read_plan(out) or {
         "preset": preset,
         "device": device,
         "fingerprint": _plain(fingerprint),
@@ -143,9 +126,3 @@ def record(
         "processes": nproc,
     }
     atomic_write_text(Path(out) / PLAN, json.dumps(plan, indent=1, sort_keys=True))
-
-
-def planned_reps(out: Path) -> dict[str, int]:
-    """figure -> repetitions its plan asks for (empty without a plan)."""
-    plan = read(out)
-    return {f: v["reps"] for f, v in plan["figures"].items()} if plan else {}

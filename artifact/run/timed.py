@@ -12,9 +12,8 @@ from typing import Protocol
 
 import numpy as np
 
-from artifact.analyze import telemetry
 from artifact.core.phases import balanced_order
-from artifact.measure import power
+from artifact.measure import power, telemetry
 from artifact.measure.timing import SpanTimer, clock, gc_paused, synchronize, timed
 from artifact.run.context import RunContext, gather
 

@@ -19,9 +19,9 @@ import torch
 
 from artifact.core.config import ModelConfig
 from artifact.core.errors import bad_choice
+from artifact.core.options import FSDP_IMPLS
 from artifact.estimate import memory
 from artifact.run.modes import collectives_for, install_collective_modes
-from artifact.workloads import FSDP_IMPLS
 from artifact.workloads.models import Block, DecoderLM, lm_loss, synthetic_batch
 from artifact.workloads.precision import matmul_precision
 
