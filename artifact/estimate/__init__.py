@@ -2,5 +2,5 @@
 calibration data (reference.py, reading artifact/data/reference.json). The `plan`
 command (artifact/plan.py) renders it; the report prices the paper preset with it.
 
-Nothing is imported here: core/options.py reads memory.py, and the cost model reads the
-figure registry, which reads core/options.py."""
+Nothing is imported here: the figure registry reads memory.py, and the cost model reads
+the registry (docs/design.md, "Layers": memory.py sits far below model.py)."""
