@@ -126,11 +126,11 @@ def test_the_plan_prices_the_axis_at_one_size_beside_the_gemms():
     assert {b for _, _, b in axis} == {preset.contention.mechanism_at_bytes}
     assert {k.compute for _, k, _ in axis} == {"gemm"}
     gemms = sum(k.compute == "gemm" for k in preset.contention.computes)
-    sweep = preset.contention  # quick's: W = 4's co-located row and twin, three SMs-held sizes
-    assert (sweep.colocated_worlds, sweep.sm_held) == ((4,), (8, 16, 32))
+    sweep = preset.contention  # quick's: W = 4's co-located row and twin, two SMs-held sizes
+    assert (sweep.colocated_worlds, sweep.sm_held) == ((4,), (16, 32))
     assert len(axis) == gemms * (len(sweep.sm_held) + 1 + 2 * len(sweep.colocated_worlds))
     held = sorted(m.spec["ctas"] for m, _, _ in axis if m.comm == "spin")
-    assert held == [8, 16, 32]
+    assert held == [16, 32]
     assert {m.spec["ranks"] for m, _, _ in axis if m.comm == "coloc" or m.twin_of} == {4}
 
 

@@ -65,9 +65,9 @@ def test_quick_runs_the_base_axis_and_axes_chooses_and_a_bad_axis_is_refused_in_
     quick = mechanisms_here(here("quick", RunOptions()))
     assert {m.axis for m in quick} == {"base"}
     chosen = mechanisms_here(here("quick", RunOptions(axes="order,mitigation")))
-    # quick's narrowing (W = 4; SMs held at 8, 16, 32): 3 + 1 compute-first twins, and
+    # quick's narrowing (W = 4; SMs held at 16 and 32): 2 + 1 compute-first twins, and
     # W = 4's default, 2 policies, caps 4 and 8 (16 is the default's) and the carve-out
-    assert {m.axis for m in chosen} == {"order", "mitigation"} and len(chosen) == 10
+    assert {m.axis for m in chosen} == {"order", "mitigation"} and len(chosen) == 9
     w2 = mechanisms_here(here("quick", RunOptions(axes="mitigation", colocate=2)))
     assert {m.spec["ranks"] for m in w2} == {2} and len(w2) == 6
     assert {m.axis for m in mechanisms_here(here("paper", RunOptions()))} == {
