@@ -452,3 +452,15 @@ def test_a_first_cpu_run_is_told_of_deepspeeds_op_build(cli, tmp_path, monkeypat
     built.write_bytes(b"")
     assert cli("plan", "--preset", "tiny", "--summary").stdout.splitlines()[-1].startswith("total:")
     assert "first use" not in cli("plan", *QUICK_1, "--summary").stdout  # no ZeRO-3 on a CPU
+
+
+def test_quick_on_one_gpu_plans_at_most_15_minutes_and_the_report_quotes_it():
+    """A reviewer's first run: the plan for quick on one GPU stays within 15 minutes (a row
+    added to quick must pay for itself), and the check-list's time line quotes it."""
+    from artifact.core.units import duration
+    from artifact.report.appendix import _reference_runs
+
+    rows = _rows(*QUICK_1)
+    total = model.totals(rows)["time_s"]
+    assert 10 * 60 < total <= 15 * 60
+    assert _reference_runs().endswith(f"quick on one GPU by this commit's plan: {duration(total)}")

@@ -304,7 +304,10 @@ def _reference_runs() -> str:
     runs = [f"{duration(sum(reference.values('tiny_measured_s').values()))} on 2 CPU cores (tiny)"]
     for gpu, name in QUICK_REFERENCES.items():
         runs.append(f"{duration(sum(reference.values(name).values()))} on one {gpu} (quick)")
-    return ", ".join(runs)
+    # the references ran the quick of their commits (reference.source names each); the plan
+    # prices today's
+    quick = totals(build(get_preset("quick"), figures_of([]), 1, PAPER_GPU_GIB))["time_s"]
+    return ", ".join(runs) + f"; quick on one GPU by this commit's plan: {duration(quick)}"
 
 
 def checklist(doc: Doc, run: Results) -> None:
