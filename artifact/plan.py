@@ -13,6 +13,7 @@ import os
 import re
 from pathlib import Path
 
+from artifact import procs
 from artifact.command import invocation
 from artifact.core import host
 from artifact.core.config import PRESETS, Preset, default_preset, get_preset
@@ -25,7 +26,6 @@ from artifact.estimate.model import Row, build, figures_of, totals
 from artifact.figures import all_figures, spec_of
 from artifact.judge.expected import EXPECTED_DIR, load_expected
 from artifact.judge.figure_status import CPU_REASON, on_a_cpu
-from artifact.run import procs
 
 __all__ = ["Row", "add_arguments", "build", "figures_of", "main", "plan", "render", "run", "totals"]
 
