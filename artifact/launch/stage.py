@@ -43,14 +43,16 @@ class Claim:
 
 def disk_need(figure: str, preset, nproc: int, options: RunOptions, out: Path) -> int | None:
     """What `figure` still writes into `out`, by the plan's disk estimate (None: unknown)."""
-    from artifact.budget import disk_left
+    from artifact import plan
+    from artifact.budget import unwritten
 
-    argv = [figure, "--preset", preset.name]
-    if options.emulate_world:
-        argv += ["--emulate-world", str(options.emulate_world)]
-    elif preset.device != "cpu":
-        argv += ["--gpus", str(nproc)]
-    return disk_left(argv, out, {figure})
+    world = options.emulate_world or None
+    gpus = nproc if world is None and preset.device != "cpu" else None
+    try:
+        rows = plan.rows([figure], preset.name, gpus=gpus, emulate_world=world)
+    except (ArtifactError, SystemExit):
+        return None
+    return unwritten(rows, out, {figure})
 
 
 def claim(r: RunRequest) -> Claim:
