@@ -124,9 +124,9 @@ def _plan_python(session: nox.Session) -> str:
 
 
 def _preflight(py: str, args: list[str]) -> None:
-    """Check the machine before anything is written (artifact/run/preflight.py): its one-line
+    """Check the machine before anything is written (artifact/launch/preflight.py): its one-line
     error, and exit 2, instead of a quiet CPU run in a GPU image."""
-    if subprocess.run([py, "-m", "artifact.run.preflight", *args]).returncode != 0:
+    if subprocess.run([py, "-m", "artifact.launch.preflight", *args]).returncode != 0:
         raise SystemExit(2)  # past nox's session handling: the line above says it all
 
 

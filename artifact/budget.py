@@ -123,6 +123,12 @@ def disk_left(plan_argv: list[str], out: Path, figures: set[str] | None = None) 
         rows = plan.plan(ap.parse_args(plan_argv))[2]
     except (ArtifactError, SystemExit):
         return None
+    return unwritten(rows, out, figures)
+
+
+def unwritten(rows: list, out: Path, figures: set[str] | None = None) -> int:
+    """Bytes the plan's `rows` of `figures` (None: all) write (records and repetition 0's
+    traces), less what their records and traces already hold in `out`."""
     rows = [r for r in rows if figures is None or r.figure in figures]
     held = 0
     for fig in {r.figure for r in rows}:

@@ -1,8 +1,8 @@
 """`python -m artifact run|summarize|compare|report|env` (nox sessions call this).
 
-Only this module prints (with run/progress.py's live display). It parses the arguments
-(artifact.arguments), builds one typed request (artifact.run.request), calls the stage
-(artifact.run.stage: the folder's lock and plan, the ranks, their status) and prints its
+Only this module prints (with launch/progress.py's live display). It parses the arguments
+(artifact.arguments), builds one typed request (artifact.launch.request), calls the stage
+(artifact.launch.stage: the folder's lock and plan, the ranks, their status) and prints its
 outcome. Every ArtifactError becomes one line on stderr and exit code 2; every input is
 checked before anything is written.
 """
@@ -27,9 +27,9 @@ from artifact.arguments import build_parser
 from artifact.command import invocation
 from artifact.core.errors import ArtifactError, Terminated, interrupted_by
 from artifact.figures import spec_of
-from artifact.run import progress, request, stage
-from artifact.run.request import check_run_args  # noqa: F401 (named by `all`'s tests)
-from artifact.run.stage import STOP_FILE, writer_lock
+from artifact.launch import progress, request, stage
+from artifact.launch.request import check_run_args  # noqa: F401 (named by `all`'s tests)
+from artifact.launch.stage import STOP_FILE, writer_lock
 
 # soft wrap, for every print: a line longer than the terminal (or than 80 columns in a
 # log) stays one line, so a reason or a path is not cut mid-way and grep finds it
@@ -56,15 +56,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _launch(args, log_path, figure, preset, device, out, reps, nproc, options, rank_env):
-    """The ranks, run under the live display of their progress (artifact/run/progress.py)."""
-    from artifact.run import launch
+    """The ranks, run under the live display of their progress (artifact/launch/progress.py)."""
+    from artifact.launch import torchrun
 
     beacon = log_path.with_suffix(".progress")
     beacon.unlink(missing_ok=True)  # a killed run's beacon would show where that run was
     state = progress.State(figure, reps, time.monotonic(), progress.figure_of())
     display = progress.Display(err_console, state, beacon, log_path, getattr(args, "debug", False))
     with display:
-        return launch.launch(
+        return torchrun.launch(
             log_path,
             hang_s=args.hang_timeout_s,
             echo=display.echo,

@@ -65,7 +65,7 @@ def main() -> int:
         print("interrupted by Ctrl-C while starting: nothing was run", file=sys.stderr)
         return 130
     rc = cli_main()
-    from artifact.run.procs import SUITE_LOCK_ENV
+    from artifact.procs import SUITE_LOCK_ENV
 
     if guard.gone and SUITE_LOCK_ENV not in os.environ:  # under `all`, `all` says it once
         print(

@@ -13,6 +13,7 @@ import os
 import re
 from pathlib import Path
 
+from artifact import procs
 from artifact.command import invocation
 from artifact.core import host
 from artifact.core.config import PRESETS, Preset, default_preset, get_preset
@@ -25,9 +26,19 @@ from artifact.estimate.model import Row, build, figures_of, totals
 from artifact.figures import all_figures, spec_of
 from artifact.judge.expected import EXPECTED_DIR, load_expected
 from artifact.judge.figure_status import CPU_REASON, on_a_cpu
-from artifact.run import procs
 
-__all__ = ["Row", "add_arguments", "build", "figures_of", "main", "plan", "render", "run", "totals"]
+__all__ = [
+    "Row",
+    "add_arguments",
+    "build",
+    "figures_of",
+    "main",
+    "plan",
+    "render",
+    "rows",
+    "run",
+    "totals",
+]
 
 
 def visible_gpus() -> int:
@@ -147,6 +158,18 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row], tuple[float,
         again = lambda p: build(p, figures, gpus, gib, per_gpu=per_gpu)  # noqa: E731
         rows = adaptive.apply(preset, rows, again, paper)
     return preset, gpus * per_gpu, rows, memory
+
+
+def rows(
+    figures: list[str], preset: str, gpus: int | None = None, emulate_world: int | None = None
+) -> list[Row]:
+    """The rows `plan FIGURES --preset PRESET [--gpus N] [--emulate-world W]` builds (every
+    other flag at its default); ArtifactError as `plan` raises it."""
+    ap = argparse.ArgumentParser(add_help=False)
+    add_arguments(ap)
+    args = ap.parse_args([])
+    args.figures, args.preset, args.gpus, args.emulate_world = figures, preset, gpus, emulate_world
+    return plan(args)[2]
 
 
 def _paper_items() -> list[dict] | None:

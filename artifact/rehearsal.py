@@ -4,7 +4,7 @@ the node.
 
 W ranks (default 4) run every figure at preset rehearsal (tiny models, the fewest steps
 that run every phase), with real NCCL (or RCCL) between them: K = W / GPUs ranks share
-each GPU (`--ranks-per-gpu`, artifact.run.placement), or W gloo processes on a CPU. FSDP
+each GPU (`--ranks-per-gpu`, artifact.placement), or W gloo processes on a CPU. FSDP
 runs through DeepSpeed ZeRO-3 and torch FSDP2, the pipeline through Megatron-core's 1F1B.
 First, rank 0 of the same FSDP rows runs under `--emulate-world W` into OUT/reference/:
 the byte counts the functional checks hold each real rank to
@@ -20,11 +20,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from artifact import placement
 from artifact.budget import flag_value
 from artifact.core.errors import ArtifactError
 from artifact.judge.rehearsal import REFERENCE
-from artifact.run import mps, placement
-from artifact.run.request import resolve_device
+from artifact.launch.request import resolve_device
+from artifact.rank import mps
 
 WORLD = 4  # the paper's: 4 GPUs of one node
 PRESET = "rehearsal"

@@ -29,7 +29,7 @@ from artifact import env as envmod
 from artifact.core.errors import ArtifactError
 
 SCHEMA_VERSION = 1
-# a figure's log (OUT/logs/FIG.log): run.launch writes these lines, report.runtime reads them
+# a figure's log (OUT/logs/FIG.log): launch.torchrun writes these lines, report.runtime reads them
 RUN_HEADER = "==== run:"  # starts each run's part of a figure's log
 RUN_END = "==== ended:"  # ends it: how the ranks ended and the run's wall time, start-up in
 STOPPING = "stopping.json"  # an adaptive configuration's decision, beside its mode folders
@@ -236,7 +236,7 @@ def commits(out: Path) -> list[str]:
 
 _COMMIT = re.compile(r'"git_commit": "([^"]+)"')
 
-PLAN = "plan.json"  # the folder's plan (artifact/run/runplan.py writes it)
+PLAN = "plan.json"  # the folder's plan (artifact/launch/runplan.py writes it)
 
 
 def read_plan(out: Path) -> dict[str, Any] | None:
@@ -289,7 +289,7 @@ class RunStore:
         )
 
     def stopping_path(self, figure: str, config_id: str) -> Path:
-        """Where an adaptive configuration's decision lies (artifact.run.adaptive)."""
+        """Where an adaptive configuration's decision lies (artifact.rank.adaptive)."""
         return self.records_dir / _check_id("figure", figure) / _check_id("config id", config_id) / STOPPING  # fmt: skip
 
     def read_stopping(self, figure: str, config_id: str) -> dict[str, Any] | None:

@@ -5,7 +5,7 @@ The plan's summary comes first; each figure runs in its own `python -m artifact 
 process, so one that fails leaves the others running; a figure drawn from another's
 records (fig5) runs nothing. Exit 1 where any figure or stage failed, naming the failed
 figures at the end; exit 2 only where the machine cannot run it at all
-(artifact.run.preflight). A SIGTERM or Ctrl-C stops the suite after the figure it
+(artifact.launch.preflight). A SIGTERM or Ctrl-C stops the suite after the figure it
 interrupted has recorded what it finished (exit 130, with the command that resumes).
 """
 
@@ -20,13 +20,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from artifact import procs
 from artifact.budget import PLAN_FLAGS, decided_not_run, disk_left, flag_value, passed, select
 from artifact.command import invocation
 from artifact.core.config import default_preset
 from artifact.core.errors import Terminated, interrupted_by
 from artifact.figures import REGISTRY, own_records
-from artifact.run import preflight, procs
-from artifact.run.progress import FIGURE_ENV
+from artifact.launch import preflight
+from artifact.launch.progress import FIGURE_ENV
 
 
 def _has_gpu() -> bool:
@@ -124,7 +125,7 @@ def claim(args: list[str], out: Path, figures: set[str]):
     from artifact.store import check_path, check_space, ensure_writable
 
     if endpoint := flag_value(args, "--rdzv-endpoint"):
-        from artifact.run.launch import DEFAULT_RDZV_TIMEOUT_S, check_rendezvous
+        from artifact.launch.torchrun import DEFAULT_RDZV_TIMEOUT_S, check_rendezvous
 
         bound = flag_value(args, "--rdzv-timeout-s")
         check_rendezvous(endpoint, float(bound) if bound else DEFAULT_RDZV_TIMEOUT_S)
@@ -148,7 +149,7 @@ def _figures_then_stages(args: list[str], out: str, left: dict[str, str], artifa
             say(f"{fig}: {left[fig]}")
             continue
         started = time.monotonic()
-        # the run's display shows "figure k/N" (artifact/run/progress.py)
+        # the run's display shows "figure k/N" (artifact/launch/progress.py)
         place = {FIGURE_ENV: f"{runs.index(fig) + 1}/{len(runs)}"}
         rc = artifact("run", fig, *args, "--only-applicable", env={**os.environ, **place})
         took[fig] = time.monotonic() - started

@@ -2,7 +2,7 @@
 rank 0 of W under the fake process group (`run --emulate-world W`).
 
 Sequential mode orders each of them between compute by stream waits on the default stream
-(artifact.run.modes.in_stream_order): a few host calls each. This count is what those
+(artifact.rank.modes.in_stream_order): a few host calls each. This count is what those
 calls are multiplied by. (Session 15: at W = 4 the sequential penalty's zero-byte control
 read +3.5 % [+1.2, +5.9] for GPT-3 1.3B FP16 on one H200, a host-bound step.) The count does
 not depend on the tokens, so a CPU can take it: micro-batch 1 and a short sequence.
@@ -45,8 +45,8 @@ def count(model: str, world: int, seq: int, precision: str) -> dict:
     """The collectives of one overlap step after a warm-up step, by name."""
     import torch
 
-    from artifact.run import emulation
-    from artifact.run.modes import Mode
+    from artifact.rank import emulation
+    from artifact.rank.modes import Mode
     from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
 
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")

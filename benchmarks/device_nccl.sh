@@ -8,7 +8,7 @@
 #          then, call k: carry ["build/ncclk"] (and move the other parts out of build/:
 #          the tool counts what it sends), command `bash benchmarks/device_nccl.sh keep k`
 #   there: bash benchmarks/device_nccl.sh join         # /tmp/nccl/libnccl.so.2, checked
-#          export LD_PRELOAD=/tmp/nccl/libnccl.so.2    # then artifact.run.colocate sees 2.32.3
+#          export LD_PRELOAD=/tmp/nccl/libnccl.so.2    # then artifact.rank.colocate sees 2.32.3
 # The tracked tree (results/ is most of it) travels with every call: `git ls-files -z |
 # xargs -0 stat -c %s` sums it; the parts must fit beside it.
 set -euo pipefail

@@ -4,10 +4,10 @@ for every training configuration of a preset (issue 31: the estimate gates fit/n
 Each configuration the run would measure (Figs. 4, 10 and 11; one row for a configuration
 figures share), built by the experiments' own builders, runs `--steps` steps in overlap
 mode as rank 0 of W under torch's fake process group, as `run --emulate-world W` does
-(artifact/run/emulation.py), in a process of its own: an out-of-memory error or a crash
+(artifact/rank/emulation.py), in a process of its own: an out-of-memory error or a crash
 ends that row only, and each peak is one configuration's. The peak is
 torch.cuda.max_memory_allocated (and _reserved) over the steps after the first, the warm-up:
-the run resets it after its warm-up too (artifact.run.runner, `peak_memory_gib`).
+the run resets it after its warm-up too (artifact.rank.runner, `peak_memory_gib`).
 Recorded, not run: a configuration that does not fit the device (memory.fits), the
 pipeline (emulation refuses it) and a precision the device lacks.
 
@@ -113,7 +113,7 @@ def configurations(preset: Preset, world: int, figures: list[str], device) -> li
     recomputation as the run does."""
     from artifact.core.options import RunOptions
     from artifact.experiments import fsdp, pipeline
-    from artifact.run.runner import RunContext
+    from artifact.rank.runner import RunContext
     from artifact.store import RunStore
 
     # what the builders read; nothing is written to its store
@@ -157,7 +157,7 @@ def row_of(point, figures: list[str], world: int) -> dict:
 
 def not_run(point, row: dict, device, budget: float) -> dict | None:
     """The status of a configuration recorded without running it; None: run it."""
-    from artifact.run import capability
+    from artifact.rank import capability
 
     if refused := point.config.get("emulation_refused"):
         return {"status": "refused", "reason": refused}
@@ -202,14 +202,14 @@ def measure(args: argparse.Namespace, config_id: str, timeout: float) -> dict | 
 def child(args: argparse.Namespace) -> int:
     """One configuration, in this process: rank 0 of W under the fake group, `--steps`
     overlap steps; the peaks written to --result."""
-    from artifact.run import procs
+    from artifact import procs
 
     procs.die_with_parent()  # a parent stopped by the time bound takes this one along
     import torch
 
     from artifact.experiments import fsdp
-    from artifact.run import emulation
-    from artifact.run.modes import Mode
+    from artifact.rank import emulation
+    from artifact.rank.modes import Mode
 
     # the environment torchrun gives the lone process of `run --emulate-world W`
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")

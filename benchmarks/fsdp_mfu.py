@@ -34,9 +34,9 @@ from artifact.experiments.fsdp import make_trainer  # noqa: E402
 from artifact.experiments.training import release_memory  # noqa: E402
 from artifact.measure.peak import peak_matmul_tflops  # noqa: E402
 from artifact.measure.timing import timed  # noqa: E402
-from artifact.run import capability  # noqa: E402
-from artifact.run.modes import Mode  # noqa: E402
-from artifact.run.runner import profiler_activities  # noqa: E402
+from artifact.rank import capability  # noqa: E402
+from artifact.rank.modes import Mode  # noqa: E402
+from artifact.rank.runner import profiler_activities  # noqa: E402
 from artifact.workloads import fsdp_deepspeed  # noqa: E402
 from artifact.workloads.fsdp_deepspeed import FsdpSpec  # noqa: E402
 from artifact.workloads.models import Block  # noqa: E402

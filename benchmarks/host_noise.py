@@ -33,7 +33,7 @@ from artifact.core.config import get_model  # noqa: E402
 from artifact.experiments.fsdp import make_trainer  # noqa: E402
 from artifact.measure import power  # noqa: E402
 from artifact.measure.timing import gc_paused, timed  # noqa: E402
-from artifact.run.modes import Mode  # noqa: E402
+from artifact.rank.modes import Mode  # noqa: E402
 from artifact.workloads.fsdp_deepspeed import FsdpSpec  # noqa: E402
 
 

@@ -5,7 +5,7 @@ Session 15 (one H200, GPT-3 1.3B ZeRO-3 as rank 0 of 4): `sequential_control` ra
 10.1 ms a step slower than `overlap_control` at every precision, for 224 collectives a step
 (benchmarks/collectives_per_step.py): about 30 to 45 us each, unexplained (session 17's
 run of this benchmark: 21.5 us of host time each, results/h200x1/session17). This replays
-ZeRO-3's pattern through the artifact's own wrappers (artifact.run.modes, under the fake
+ZeRO-3's pattern through the artifact's own wrappers (artifact.rank.modes, under the fake
 group at W, as `run --emulate-world W`): a collective issued from a side stream, waited
 for there, the compute stream waiting for the side stream, then a matmul. `--matmul`
 sets the compute between collectives: small, the step is host-bound (as ZeRO-3's was);
@@ -52,7 +52,7 @@ def _step(mode, device, n: int, a, shard, gathered, side) -> tuple[float, float]
     import torch.distributed as dist
 
     from artifact.measure.timing import synchronize
-    from artifact.run.modes import collectives_in
+    from artifact.rank.modes import collectives_in
 
     synchronize(device)
     t0 = time.perf_counter()
@@ -94,8 +94,8 @@ def measure(args: argparse.Namespace, world: int) -> dict:
     import torch
 
     from artifact.measure.timing import gc_paused
-    from artifact.run import emulation
-    from artifact.run.modes import Mode, install_collective_modes
+    from artifact.rank import emulation
+    from artifact.rank.modes import Mode, install_collective_modes
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ArtifactError("--device cuda: no CUDA device is visible; use --device cpu")

@@ -119,7 +119,7 @@ def pacing(mib: int, w: int, ctas: int, gbs: float) -> dict:
 
 
 def colocated(w: int, ctas: int, mib: int) -> dict:
-    from artifact.run import colocate
+    from artifact.rank import colocate
 
     out = {"nccl_version": ".".join(map(str, colocate.nccl_version()))}
     why = colocate.refusal()

@@ -1,7 +1,7 @@
 """What DeepSpeed ZeRO-3 holds on rank 0 of W, read on the CPU from the allocator's own
 events (issue 31: the states term of artifact.estimate.memory).
 
-Rank 0 of W runs alone under the fake process group (artifact.run.emulation), the run's own
+Rank 0 of W runs alone under the fake process group (artifact.rank.emulation), the run's own
 FsdpTrainer on a GPT of hidden 1024 and sequence 64 (activations negligible), three steps
 under torch.profiler with profile_memory: every allocation and free, so the live bytes are
 exact. Printed, per parameter: the states at rest between steps (less DeepSpeed's reduce
@@ -60,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     except ArtifactError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from artifact.run import emulation
-    from artifact.run.modes import collectives_for
+    from artifact.rank import emulation
+    from artifact.rank.modes import collectives_for
     from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
     from artifact.workloads.models import lm_loss
     from artifact.workloads.precision import dtype_of

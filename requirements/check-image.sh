@@ -195,7 +195,7 @@ echo "base $rocm_base: torch $base_v; overlap-artifact:rocm: torch $image_v"
 step "ROCm image: uid 1000 is artifact (the base's own user made way); pip check; imports"
 in_image rocm sh -c 'id && python requirements/pip_check.py --python 3.12 \
   && python -c "import importlib.metadata as m; d = m.distribution(\"amdsmi\"); print(\"amdsmi\", d.version, d.read_text(\"direct_url.json\"))" \
-  && python -c "import artifact.run.preflight, deepspeed.ops.comm.deepspeed_shm_comm_op; print(\"imports ok\")"'
+  && python -c "import artifact.launch.preflight, deepspeed.ops.comm.deepspeed_shm_comm_op; print(\"imports ok\")"'
 step "ROCm image: nox -s tests -- -q (CPU, torch $rocm_torch)"
 start=$(date +%s)
 soft "ROCm tests" in_image rocm nox -s tests -- -q

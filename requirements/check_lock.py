@@ -129,7 +129,7 @@ def problems(packages: list[Locked], driver_cuda: tuple[int, int]) -> list[str]:
 
 def min_driver() -> int:
     """preflight's MIN_NVIDIA_DRIVER, read from its source (one place says it)."""
-    text = (ROOT / "artifact" / "run" / "preflight.py").read_text()
+    text = (ROOT / "artifact" / "launch" / "preflight.py").read_text()
     return int(re.search(r"^MIN_NVIDIA_DRIVER = (\d+)", text, re.M).group(1))
 
 

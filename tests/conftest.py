@@ -86,7 +86,7 @@ def cpu_context(out: Path, figure: str, reps: int = 1):
     import torch
 
     from artifact.core.config import get_preset
-    from artifact.run.runner import RunContext
+    from artifact.rank.runner import RunContext
     from artifact.store import RunStore
 
     return RunContext(

@@ -1,4 +1,4 @@
-"""--adaptive: the stopping rule in the run loop (artifact.run.adaptive, runner.pending).
+"""--adaptive: the stopping rule in the run loop (artifact.rank.adaptive, runner.pending).
 
 The decision from a pilot's records (hand-made, with real-looking compute times), fig8
 end to end on 2 gloo processes (the pilot, stopping.json, the repetitions it decided,
@@ -15,7 +15,7 @@ import pytest
 from artifact.analyze import stopping
 from artifact.analyze.aggregate import summarize
 from artifact.figures import spec_of
-from artifact.run import adaptive
+from artifact.rank import adaptive
 from artifact.store import RunStore
 
 CONFIG = "matmul-256_fp32_allreduce_4MiB_w2"  # fig8's tiny configuration on 2 ranks
@@ -179,7 +179,7 @@ def test_the_beacon_says_up_to_the_maximum_until_decided(tmp_path):
     import dataclasses
 
     from artifact.core.options import RunOptions
-    from artifact.run.progress import State
+    from artifact.launch.progress import State
     from tests.conftest import cpu_context
 
     ctx = cpu_context(tmp_path, "fig8", reps=7)

@@ -7,9 +7,9 @@ import types
 
 import pytest
 
+from artifact.launch import preflight
+from artifact.launch.preflight import Machine
 from artifact.measure import device
-from artifact.run import preflight
-from artifact.run.preflight import Machine
 
 ROCM_IMAGE = Machine(
     image="overlap-artifact:rocm",

@@ -78,3 +78,23 @@ def test_a_budget_cut_run_records_what_it_left_out(tmp_path, monkeypatch):
     status = RunStore(out).status()
     category, why = figure_status("fig4", status, pd.DataFrame({"figure": []}))
     assert category == "not run" and why.startswith("left out by --budget 60.0 min")
+
+
+@pytest.mark.parametrize(
+    ("figure", "preset", "gpus", "world"),
+    [("fig8", "tiny", None, None), ("fig4", "quick", 4, None), ("fig4", "quick", None, 8)],
+)
+def test_the_typed_plan_call_prices_what_the_plan_argv_did(tmp_path, figure, preset, gpus, world):
+    """run's disk check (launch/stage.py) calls plan.rows and budget.unwritten; they give
+    the rows and bytes `plan FIG --preset P [--gpus N | --emulate-world W]` gives."""
+    argv = [figure, "--preset", preset]
+    argv += ["--gpus", str(gpus)] if gpus else []
+    argv += ["--emulate-world", str(world)] if world else []
+    ap = plan.argparse.ArgumentParser()
+    plan.add_arguments(ap)
+    rows = plan.rows([figure], preset, gpus=gpus, emulate_world=world)
+    assert rows == plan.plan(ap.parse_args(argv))[2]
+    (tmp_path / "records" / figure).mkdir(parents=True)
+    (tmp_path / "records" / figure / "r.json").write_text("x" * 1000)
+    left = budget.unwritten(rows, tmp_path, {figure})
+    assert left == budget.disk_left(argv, tmp_path, {figure}) and left is not None

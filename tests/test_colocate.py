@@ -1,4 +1,4 @@
-"""Co-located ranks (artifact.run.colocate), the one-GPU mechanism axis
+"""Co-located ranks (artifact.rank.colocate), the one-GPU mechanism axis
 (artifact.core.mechanisms) and the stand-in's validation rows (artifact.judge.standin), on CPU."""
 
 import json
@@ -8,13 +8,14 @@ import pandas as pd
 import pytest
 import torch
 
+from artifact import placement
 from artifact.core import mechanisms as mech
 from artifact.core.config import get_preset
 from artifact.core.options import RunOptions
 from artifact.figures import spec_of
 from artifact.figures.sweeps import PLANNED_GPU, Where
 from artifact.judge import standin
-from artifact.run import colocate
+from artifact.rank import colocate
 from tests.conftest import ROOT
 
 
@@ -43,7 +44,7 @@ def test_w_gloo_ranks_in_threads_all_reduce_correctly_beside_a_matmul(w):
 
 def test_too_old_an_nccl_is_refused_in_one_line_naming_the_version_and_the_wheel():
     why = colocate.refusal((2, 28, 9))
-    assert "2.28.9" in why and colocate.NCCL_WHEEL in why and "\n" not in why
+    assert "2.28.9" in why and placement.NCCL_WHEEL in why and "\n" not in why
     assert colocate.refusal((2, 30, 0)) is None and colocate.refusal((2, 32, 3)) is None
 
 
@@ -206,7 +207,7 @@ def test_a_co_located_row_carries_nccls_choices_probed_once_a_size(monkeypatch):
     from types import SimpleNamespace
 
     from artifact.experiments import fig8
-    from artifact.run.runner import ConfigPoint
+    from artifact.rank.runner import ConfigPoint
     from artifact.workloads.microbench import MicrobenchSpec
 
     calls = []

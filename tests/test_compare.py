@@ -419,7 +419,7 @@ def test_fsdp2_rows_are_shown_but_never_judged_against_the_paper(tmp_path, expec
 
 
 def test_a_configuration_two_figures_share_counts_once():
-    """fig8 copies fig6's records (run/reuse.py) and its power claim pools [fig8, fig6]:
+    """fig8 copies fig6's records (rank/reuse.py) and its power claim pools [fig8, fig6]:
     on one H200 (session 11) the copy counted twice narrowed the CI from [-6.15, +3.21]
     to [-4.78, +1.84]. One configuration, one piece of evidence."""
     from artifact.judge.compare import mean_of_means

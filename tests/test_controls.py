@@ -12,8 +12,8 @@ from scipy import stats
 from artifact.judge import controls
 from artifact.judge.compare import compare, mean_of_means
 from artifact.judge.verdicts import paper_items, tally
+from artifact.rank import runner
 from artifact.report.instrument import CONTROLS_TEXT
-from artifact.run import runner
 from tests.test_compare import _folder, _row
 
 

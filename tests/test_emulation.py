@@ -13,7 +13,7 @@ from artifact.core.errors import ArtifactError
 from artifact.core.units import MIB
 from artifact.judge.compare import compare
 from artifact.judge.verdicts import paper_items, tally
-from artifact.run.modes import Mode, collectives_for, install_collective_modes
+from artifact.rank.modes import Mode, collectives_for, install_collective_modes
 from tests.conftest import ROOT, spawn_gloo
 from tests.test_compare import EXPECTED, _folder, _row
 
@@ -81,7 +81,7 @@ def _real(rank: int, port: int, results):
 
 def _emulated(rank: int, port: int, results):
     """Rank 0 of 2 alone under the fake group: the bytes its emulated traffic moves, by mode."""
-    from artifact.run import emulation
+    from artifact.rank import emulation
 
     emulation.join(2, torch.device("cpu"))
     install_collective_modes()
@@ -168,7 +168,7 @@ def test_ring_fractions_at_larger_worlds():
 
 
 def _ring_at_4(rank: int, port: int, results):
-    from artifact.run import emulation
+    from artifact.rank import emulation
 
     emulation.join(4, torch.device("cpu"))
     install_collective_modes()
@@ -535,7 +535,7 @@ def test_the_pacer_times_each_collectives_own_copies_once_and_counts_none(monkey
     kernels reach (session 14: a plain copy's rate let FP16's gathers and reduce-scatters
     take 13.8 ms for 10.45 ms of link time). Timed here on the CPU's copies: once per
     collective, dtype and size, and none of the probe's bytes enter TRAFFIC."""
-    from artifact.run import emulation, modes
+    from artifact.rank import emulation, modes
 
     pacer = object.__new__(emulation._Pacer)  # no spin calibration: that needs a GPU
     pacer.device, pacer.rates = torch.device("cpu"), {}
@@ -590,7 +590,7 @@ def test_the_nccl_shaped_stand_in_is_refused_on_an_amd_gpu_before_the_ranks_star
     import torch
 
     from artifact.core.config import get_preset
-    from artifact.run.request import processes
+    from artifact.launch.request import processes
 
     preset = get_preset("quick")
     args = argparse.Namespace(stand_in="nccl-shaped", link_gbps=100.0)

@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from artifact import cli
+from artifact import cli, procs
 from artifact.core.errors import ArtifactError
-from artifact.run import launch, procs
+from artifact.launch import torchrun
 from artifact.store import RunStore, check_space, check_uniform_env, commits, stale_summary
 from tests.conftest import ROOT, free_port, processes_naming, run_cli, tree
 
@@ -79,7 +79,7 @@ def _fill(folder: Path) -> None:
 # in a process group of its own (as the real ninja does).
 RANK = """
 import subprocess, sys, time
-from artifact.run import procs
+from artifact import procs
 if sys.argv[1] == "reap":
     procs.reap_group_on_exit()
 ninja = subprocess.Popen([sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '120'], process_group=0); time.sleep(121)"])
@@ -116,7 +116,7 @@ def test_a_killed_ranks_build_dies_with_it(reap):
 
 def test_a_rank_that_ends_takes_nothing_else_down_and_leaves_no_watcher():
     """The watcher kills only the rank's own group, once the rank has ended."""
-    code = "from artifact.run import procs; procs.reap_group_on_exit(); print('done')"
+    code = "from artifact import procs; procs.reap_group_on_exit(); print('done')"
     res = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
         start_new_session=True, timeout=60,
@@ -211,7 +211,7 @@ def test_a_build_a_live_rank_runs_is_kept(tmp_path):
 
 # --- F2: one writer a folder ----------------------------------------------------------
 
-HOLD = "import sys, time; from artifact.run import procs; procs.FolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)"  # fmt: skip
+HOLD = "import sys, time; from artifact import procs; procs.FolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)"  # fmt: skip
 
 
 @pytest.fixture
@@ -257,7 +257,7 @@ def test_the_stages_all_starts_write_under_its_lock(tmp_path):
     out.mkdir()
     lock = procs.FolderLock(out).acquire()
     try:
-        code = "import sys; from artifact.run import procs; procs.FolderLock(sys.argv[1]).acquire(); print('ok')"  # fmt: skip
+        code = "import sys; from artifact import procs; procs.FolderLock(sys.argv[1]).acquire(); print('ok')"  # fmt: skip
         argv = [sys.executable, "-c", code, str(out)]
         child = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **procs.suite_env(out)})  # fmt: skip
         assert child.stdout == "ok\n", child.stderr
@@ -348,7 +348,7 @@ def test_a_nearly_full_disk_is_one_line_before_any_rank(mount_tmpfs, free_kib):
 
 def test_a_trace_cut_short_is_never_renamed_into_place(tmp_path):
     """kineto's writer says nothing when the disk fills: the export is read back first."""
-    from artifact.run.runner import _export_trace
+    from artifact.rank.runner import _export_trace
     from artifact.store import NoSpace
 
     class FullDisk:
@@ -421,11 +421,11 @@ def test_an_unknown_rendezvous_host_is_one_line_at_once(tmp_path):
 
 
 def test_a_rendezvous_that_does_not_answer_is_refused_within_its_bound(monkeypatch):
-    monkeypatch.setattr(launch, "_is_local", lambda family, address: False)
+    monkeypatch.setattr(torchrun, "_is_local", lambda family, address: False)
     port = free_port()  # a port nobody listens on
     started = time.monotonic()
     with pytest.raises(ArtifactError, match=rf"^cannot reach the rendezvous at 127.0.0.1:{port} \(.*, for 2 s\)"):  # fmt: skip
-        launch.check_rendezvous(f"127.0.0.1:{port}", 2)
+        torchrun.check_rendezvous(f"127.0.0.1:{port}", 2)
     assert 1 <= time.monotonic() - started < 10
 
 
@@ -434,15 +434,15 @@ def test_a_rendezvous_that_answers_or_is_hosted_here_passes(monkeypatch):
         server.bind(("127.0.0.1", 0))
         server.listen()
         endpoint = f"127.0.0.1:{server.getsockname()[1]}"
-        launch.check_rendezvous(endpoint, 2)  # this machine hosts it: torchrun starts it
-        monkeypatch.setattr(launch, "_is_local", lambda family, address: False)
-        launch.check_rendezvous(endpoint, 2)  # another machine's that answers
+        torchrun.check_rendezvous(endpoint, 2)  # this machine hosts it: torchrun starts it
+        monkeypatch.setattr(torchrun, "_is_local", lambda family, address: False)
+        torchrun.check_rendezvous(endpoint, 2)  # another machine's that answers
 
 
 def test_torchrun_waits_for_the_nodes_as_long_as_the_bound():
     from artifact.core.options import RunOptions
 
-    cmd = launch.torchrun_command(
+    cmd = torchrun.torchrun_command(
         figure="fig8", preset="tiny", device="cpu", out=Path("o"), reps=1, nproc=2,
         options=RunOptions.from_flags(), nnodes=2, rdzv_endpoint="n1:29500", rdzv_timeout_s=45,
     )  # fmt: skip
@@ -519,14 +519,14 @@ KILLED_LOG = textwrap.dedent(
 def test_a_killed_rank_is_named_with_its_signal(tmp_path):
     log = tmp_path / "fig8.log"
     log.write_text(KILLED_LOG)
-    assert launch.last_error(log) == "rank 1 was killed by SIGKILL (signal 9)"
+    assert torchrun.last_error(log) == "rank 1 was killed by SIGKILL (signal 9)"
     log.write_text(KILLED_LOG + "[rank0]: error: no space left writing 'x'\n")
-    assert launch.last_error(log) == "no space left writing 'x'"  # a rank's own line first
+    assert torchrun.last_error(log) == "no space left writing 'x'"  # a rank's own line first
 
 
 def test_after_a_ranks_one_line_error_the_console_gets_nothing_more():
     shown = []
-    echo = launch._Shown(shown.append)
+    echo = torchrun._Shown(shown.append)
     for line in ["progress\n", "[rank0]: error: no space left\n", "Traceback (most recent call last):\n"]:  # fmt: skip
         echo(line)
     assert shown == ["progress\n"] and echo.error == "no space left"
@@ -542,7 +542,7 @@ def test_a_ctrl_c_after_the_ranks_finished_is_said_and_a_later_one_stops(tmp_pat
         log_path.parent.mkdir(parents=True, exist_ok=True)
         cli.STOP_FILE[0].touch()  # the Ctrl-C, during the last repetition
         store.write_status(figure, "ran", "every configuration ran")
-        return launch.Outcome(0)
+        return torchrun.Outcome(0)
 
     monkeypatch.setattr(cli, "_launch", ranks_finish)
     args = cli.build_parser().parse_args(["run", "fig8", "--preset", "tiny"])
@@ -554,7 +554,7 @@ def test_a_ctrl_c_after_the_ranks_finished_is_said_and_a_later_one_stops(tmp_pat
 
 
 def test_a_figure_this_machine_cannot_run_is_not_started_again(tmp_path):
-    from artifact.run.worker import _finish_status
+    from artifact.rank.worker import _finish_status
 
     store = RunStore(tmp_path)
     store.write_status("fig6", "not run", "no power telemetry on a CPU")

@@ -83,7 +83,7 @@ def _losses(trainer, mode, steps=STEPS):
 
 def _pairs(rank: int) -> dict:
     """3 steps of ZeRO-3 and of FSDP2 from the same weights and data."""
-    from artifact.run.modes import Mode
+    from artifact.rank.modes import Mode
     from artifact.workloads import fsdp2
     from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
 
@@ -120,7 +120,7 @@ def _modes(rank: int, log: list) -> dict:
     """A fresh FSDP2 trainer a mode, 2 steps; the second one profiled and logged."""
     from torch.profiler import profile
 
-    from artifact.run.modes import Mode
+    from artifact.rank.modes import Mode
     from artifact.workloads.fsdp2 import Fsdp2Trainer
     from artifact.workloads.fsdp_deepspeed import FsdpSpec
 
@@ -140,7 +140,7 @@ def _modes(rank: int, log: list) -> dict:
 
 def _variants(rank: int, log: list) -> dict:
     """FSDP2's fp16 path (loss scaler) and its GPU path (built on the meta device), on CPU."""
-    from artifact.run.modes import Mode
+    from artifact.rank.modes import Mode
     from artifact.workloads.fsdp2 import Fsdp2Trainer
     from artifact.workloads.fsdp_deepspeed import FsdpSpec
 

@@ -1,4 +1,4 @@
-"""Interleaved timed rounds (artifact/run/runner.py, docs/measurement.md "Interleaved timed
+"""Interleaved timed rounds (artifact/rank/runner.py, docs/measurement.md "Interleaved timed
 rounds"): a slow spell of the host that lasts longer than one phase's pass biases
 per-phase passes and not the rounds; the round-adjusted E2E compares phases within
 rounds; each phase's power comes from its own iterations."""
@@ -11,7 +11,7 @@ import pytest
 
 from artifact.core.phases import williams_rows
 from artifact.measure import power, telemetry
-from artifact.run import runner
+from artifact.rank import runner
 from artifact.store import RunStore
 from tests.conftest import cpu_context, free_port
 
@@ -214,7 +214,7 @@ def test_fig11_copies_fig10s_fp32_configuration_and_says_so(tmp_path):
     """A configuration fig10 measured in the same folder, every repetition, with the same
     settings: fig11 copies its records (marked and noted) instead of measuring it."""
     from artifact.core.phases import training_phases
-    from artifact.run import reuse
+    from artifact.rank import reuse
 
     ctx = cpu_context(tmp_path, "fig11", reps=2)
     config = _fig10_records(ctx.store, reps=2)
@@ -234,7 +234,7 @@ def test_fig11_copies_fig10s_fp32_configuration_and_says_so(tmp_path):
 
 def test_a_configuration_with_a_repetition_missing_is_measured_again(tmp_path):
     from artifact.core.phases import training_phases
-    from artifact.run import reuse
+    from artifact.rank import reuse
 
     ctx = cpu_context(tmp_path, "fig11", reps=3)
     config = _fig10_records(ctx.store, reps=2)  # fig10 ran 2 of the 3 repetitions

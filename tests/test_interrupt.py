@@ -14,9 +14,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
+from artifact import procs
 from artifact.core.errors import ArtifactError
 from artifact.report import plots
-from artifact.run import procs
 from artifact.store import RunStore, atomic_write_text
 from tests.conftest import ROOT, processes_naming, run_cli
 
@@ -186,7 +186,7 @@ def test_a_nox_session_ends_as_the_cli_did():
 
 
 _CHILD = (
-    "import os, sys; from artifact.run import procs; "
+    "import os, sys; from artifact import procs; "
     "parent = sys.argv[1]; parent = int(parent) if parent.isdigit() else parent; "
     "procs.die_with_parent(parent=parent); print('alive', flush=True)"
 )
@@ -291,14 +291,14 @@ def test_a_figure_killed_before_its_rename_leaves_no_file(tmp_path, monkeypatch)
 
 
 def test_the_watchdog_stops_a_run_that_shows_no_progress(tmp_path):
-    from artifact.run import launch
+    from artifact.launch import torchrun
 
     proc = subprocess.Popen(["sleep", "60"], stdout=subprocess.PIPE)
     progress = tmp_path / "fig8.progress"
     progress.write_text("cfg-overlap: timed iteration 1/3")
     hung: list[str] = []
     started = time.monotonic()
-    launch._watchdog(proc, progress, [time.time()], 1.0, hung)
+    torchrun._watchdog(proc, progress, [time.time()], 1.0, hung)
     assert time.monotonic() - started < 10 and proc.poll() is not None
     assert hung == ["hung in cfg-overlap: timed iteration 1/3: no progress for 1 s"]
 

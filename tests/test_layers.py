@@ -42,9 +42,9 @@ def test_every_module_is_in_a_layer():
 
 def test_a_module_left_out_is_named(tmp_path):
     pkg = tmp_path / "artifact"
-    (pkg / "run").mkdir(parents=True)
+    (pkg / "rank").mkdir(parents=True)
     (pkg / "__init__.py").write_text('"""docstring only"""\n')
-    (pkg / "run" / "__init__.py").write_text("")
-    (pkg / "run" / "worker.py").write_text("")
-    (pkg / "run" / "new.py").write_text("from artifact.run import worker\n")
-    assert unlayered(pkg, ["artifact.run.worker"]) == ["artifact.run.new"]
+    (pkg / "rank" / "__init__.py").write_text("")
+    (pkg / "rank" / "worker.py").write_text("")
+    (pkg / "rank" / "new.py").write_text("from artifact.rank import worker\n")
+    assert unlayered(pkg, ["artifact.rank.worker"]) == ["artifact.rank.new"]

@@ -13,7 +13,7 @@ from artifact.core.mechanisms import MITIGATION_CAPS, mechanisms
 from artifact.core.options import RunOptions
 from artifact.experiments.contention import KNOB_FIELDS, knob_refusal
 from artifact.measure import kernels
-from artifact.run import colocate
+from artifact.rank import colocate
 
 H100 = "NVIDIA H100 80GB HBM3"
 

@@ -103,7 +103,7 @@ def test_summary_rows(fig4_run):
 def test_fig4_numbers_its_fsdp_and_pipeline_configurations_as_one_list(fig4_run):
     """The progress beacon's last word: the pipeline configuration is 2 of 2 (FSDP's was
     1 of 2), not 1 of 1 of a second list."""
-    from artifact.run import progress
+    from artifact.launch import progress
 
     beacon = progress.read_beacon(fig4_run / "logs" / "fig4.progress")
     assert beacon["config_id"] == "gpt-tiny_pipeline_fp32_mb2_w2"

@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 
 from artifact.measure import timing
-from artifact.run.modes import (
+from artifact.rank.modes import (
     DONE,
     Mode,
     balanced_order,

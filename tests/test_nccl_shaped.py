@@ -168,8 +168,8 @@ def test_the_default_stand_in_is_left_out_so_old_plans_resume():
 def _shaped_rank(rank: int, port: int, results):
     import torch.distributed as dist
 
-    from artifact.run import emulation
-    from artifact.run.modes import Mode, collectives_for, install_collective_modes
+    from artifact.rank import emulation
+    from artifact.rank.modes import Mode, collectives_for, install_collective_modes
 
     emulation.join(4, torch.device("cpu"), stand_in="nccl-shaped")
     install_collective_modes()

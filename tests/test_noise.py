@@ -11,7 +11,7 @@ from artifact.analyze import metrics, noise
 from artifact.core import equations
 from artifact.experiments.training import phase_order
 from artifact.judge.compare import compare
-from artifact.run.modes import OVERLAP_REPEAT, Mode, balanced_order, mode_of, with_repeat
+from artifact.rank.modes import OVERLAP_REPEAT, Mode, balanced_order, mode_of, with_repeat
 from tests.conftest import run_cli
 from tests.test_compare import _folder, _row
 

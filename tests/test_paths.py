@@ -72,7 +72,7 @@ def test_a_shared_folder_keeps_another_nodes_write_in_flight(tmp_path, shared, k
     """Two nodes' launchers share one folder: one cleared the other's temporary plan.json
     as it wrote it, and that node failed its rename (FileNotFoundError)."""
     from artifact.core.options import RunOptions
-    from artifact.run.stage import _before_launch
+    from artifact.launch.stage import _before_launch
 
     in_flight = tmp_path / ".plan.json.u7paxg89.tmp"
     in_flight.write_text("{")
@@ -108,7 +108,7 @@ def test_a_hung_run_keeps_its_ranks_tracebacks_off_the_console(tmp_path, monkeyp
     the log, not to the console (about 80 lines reached it)."""
     import sys
 
-    from artifact.run import launch
+    from artifact.launch import torchrun
 
     script = (
         "import signal, sys, time\n"
@@ -119,10 +119,10 @@ def test_a_hung_run_keeps_its_ranks_tracebacks_off_the_console(tmp_path, monkeyp
         "print('rank 0 started', flush=True)\n"
         "time.sleep(60)\n"
     )
-    monkeypatch.setattr(launch, "torchrun_command", lambda **kw: [sys.executable, "-c", script])
+    monkeypatch.setattr(torchrun, "torchrun_command", lambda **kw: [sys.executable, "-c", script])
     shown: list[str] = []
     log = tmp_path / "logs" / "fig8.log"
-    outcome = launch.launch(log, hang_s=2.0, echo=shown.append, device="cpu")
+    outcome = torchrun.launch(log, hang_s=2.0, echo=shown.append, device="cpu")
     assert outcome.hung and "no progress for 2 s" in outcome.hung
     assert shown == ["rank 0 started\n"]
     assert "Traceback line 79" in log.read_text()
@@ -169,7 +169,7 @@ def test_an_interruption_after_the_figure_finished_says_it_finished(tmp_path):
     """A Ctrl-C that reached the CLI after rank 0 had written the last record and the
     'ran' status: it said 'not finished' with every record on disk."""
     from artifact.core.options import RunOptions
-    from artifact.run.stage import launch_and_record
+    from artifact.launch.stage import launch_and_record
     from artifact.store import RunStore
 
     store = RunStore(tmp_path)

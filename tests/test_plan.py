@@ -196,7 +196,7 @@ def test_the_cpu_preset_fits_this_hosts_memory_per_process(monkeypatch):
     """Not 80 GiB of a GPU the CPU does not have: the host's available memory, shared by
     the preset's processes (each holds its own model), as the run's own check shares it."""
     from artifact.core import host
-    from artifact.run import capability
+    from artifact.rank import capability
 
     monkeypatch.setattr(host, "available_bytes", lambda: 5 * 2**30)  # 2.5 GiB per process
     rows = _rows("--preset", "tiny")

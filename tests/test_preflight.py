@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from artifact.run import launch, preflight
-from artifact.run.preflight import Machine
+from artifact.launch import preflight, torchrun
+from artifact.launch.preflight import Machine
 
 CUDA_IMAGE = Machine(
     image="overlap-artifact:cuda",
@@ -102,5 +102,5 @@ def test_probe_runs_here():
 
 @pytest.mark.parametrize(("device", "accelerator"), [("cpu", "cpu"), ("cuda", "cuda")])
 def test_the_ranks_accelerator_follows_the_device_not_the_image(device, accelerator):
-    env = launch.child_env(device, {"DS_ACCELERATOR": "rocm" if device == "cpu" else "cpu"})
+    env = torchrun.child_env(device, {"DS_ACCELERATOR": "rocm" if device == "cpu" else "cpu"})
     assert env["DS_ACCELERATOR"] == accelerator

@@ -1,4 +1,4 @@
-"""The run's live progress (artifact/run/progress.py): rank 0's beacon -> configuration,
+"""The run's live progress (artifact/launch/progress.py): rank 0's beacon -> configuration,
 repetition and phase k/N, ETA; which lines of the ranks' output reach the console; the
 digest a configuration; and a tiny run's console against its log."""
 
@@ -13,9 +13,10 @@ from rich.console import Console
 
 from artifact import cli
 from artifact.core.errors import ArtifactError
+from artifact.launch import progress
+from artifact.rank import context, runner
+from artifact.rank.runner import RunContext
 from artifact.report.runtime import figure_time
-from artifact.run import context, progress, runner
-from artifact.run.runner import RunContext
 from tests.conftest import ROOT, cpu_context, run_cli
 
 H200_SUMMARY = ROOT / "results" / "h200x1" / "all-quick" / "summary.csv"
@@ -190,7 +191,7 @@ SHOWN = [
     "[rank 0] WARNING artifact.experiments.training: gpt-tiny_fsdp_fp16_mb2_w2: not run: FP16 is not supported on this CPU",
     "[rank 1] WARNING megatron.core.timers: something a user should read",
     "Traceback (most recent call last):",
-    '  File "/work/artifact/run/worker.py", line 120, in main',
+    '  File "/work/artifact/rank/worker.py", line 120, in main',
     "ValueError: Type fp16 is not supported on your device.",
     "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
     "/work/artifact/measure/power.py:70: UserWarning: the artifact's own warning",

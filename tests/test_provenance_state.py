@@ -56,7 +56,7 @@ def test_the_reports_hardware_line_names_the_gpu_and_its_limit():
 
 
 def test_a_figures_status_holds_the_gpu_as_it_ended(tmp_path):
-    from artifact.run.worker import _finish_status
+    from artifact.rank.worker import _finish_status
     from artifact.store import RunStore
 
     store = RunStore(tmp_path)

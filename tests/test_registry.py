@@ -119,7 +119,7 @@ def test_the_a_a_repeat_runs_exactly_where_the_noise_floor_is_derived(monkeypatc
     from artifact.estimate import model
     from artifact.experiments import training
     from artifact.figures import runs_aa_repeat
-    from artifact.run.modes import OVERLAP_REPEAT
+    from artifact.rank.modes import OVERLAP_REPEAT
 
     derives = {name for name, spec in REGISTRY.items() if spec.runs_noise_floor}
     copied = {s.reuses for s in REGISTRY.values() if s.reuses and s.runs_noise_floor}

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from artifact import placement
 from artifact.core import traffic
 from artifact.core.config import get_preset
 from artifact.core.errors import ArtifactError
 from artifact.estimate import model
 from artifact.judge import rehearsal as checks
-from artifact.run import emulation, mps, placement
+from artifact.rank import emulation, mps
 from artifact.store import RunStore
 from tests.conftest import run_cli
 
@@ -38,7 +39,7 @@ def test_the_ranks_are_told_k_and_what_nccl_needs_for_it():
 def test_the_worker_maps_its_device_and_tells_deepspeed(monkeypatch):
     """DeepSpeed's zero.Init reads LOCAL_RANK for its device: with K = 4, local rank 3
     must read GPU 0 there too."""
-    from artifact.run import worker
+    from artifact.rank import worker
 
     chosen = []
     monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
@@ -428,7 +429,7 @@ def test_fig7s_ranks_run_the_same_iterations_of_each_block():
 def test_a_rank_sharing_a_gpu_counts_its_share_of_the_free_memory(monkeypatch):
     """K ranks on one GPU: each configuration must fit the GPU's free memory / K, as the
     plan prices it, or it is recorded 'not run' rather than running out of memory."""
-    from artifact.run import capability
+    from artifact.rank import capability
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (80 << 30, 80 << 30))
     monkeypatch.setenv(placement.ENV, "4")

@@ -18,7 +18,7 @@ import gc, os, torch, torch.distributed as dist
 os.environ.update(MASTER_ADDR="127.0.0.1", RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
 dist.init_process_group("gloo")
 from artifact.core.config import get_model
-from artifact.run.modes import Mode
+from artifact.rank.modes import Mode
 from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
 from artifact.workloads.models import DecoderLM
 for _ in range(2):

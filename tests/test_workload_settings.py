@@ -33,7 +33,7 @@ def _pipeline_worker(rank: int, port: int, results) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=2)
     from megatron.core.transformer.enums import AttnMaskType
 
-    from artifact.run.modes import Mode
+    from artifact.rank.modes import Mode
     from artifact.workloads import sdpa_attention
     from artifact.workloads.pipeline_megatron import PipelineTrainer
 
@@ -234,7 +234,7 @@ def test_a_bad_recompute_value_is_one_line_and_exit_2(cli):
 def test_the_runs_memory_check_keeps_the_fit_margin(monkeypatch):
     """A configuration fits the free memory only with the estimate's 10 % margin (one
     H200 ran out of memory at an estimate 4 % below its memory)."""
-    from artifact.run import capability
+    from artifact.rank import capability
 
     monkeypatch.setenv(capability.FREE_MEMORY_ENV, "10.5")
     cpu = torch.device("cpu")

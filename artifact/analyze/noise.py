@@ -2,7 +2,7 @@
 "Noise floor").
 
 Every repetition of a figure that reports Eq. 1 also runs its overlap phase a second
-time (`overlap_repeat`, artifact.run.modes). Eq. 1 between those two identical passes is
+time (`overlap_repeat`, artifact.rank.modes). Eq. 1 between those two identical passes is
 `noise_floor` in summary.csv (mode `derived`, figures.derived.MODE_DERIVED): what the slowdown
 reads when nothing differs between the passes compared. A slowdown is evidence of
 contention only where its 95 % CI lies beyond the largest A/A reading the floor's own

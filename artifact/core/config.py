@@ -206,7 +206,7 @@ class Preset:
 
     def profiled_iters(self, step_s: float, most: int) -> int:
         """Training's profiled iterations at a step of `step_s` seconds (the run's
-        artifact.run.runner and the plan's artifact.estimate.model both ask here)."""
+        artifact.rank.runner and the plan's artifact.estimate.model both ask here)."""
         if not self.profiled_min_s:
             return most
         return min(most, max(1, math.ceil(self.profiled_min_s / max(step_s, 1e-6))))

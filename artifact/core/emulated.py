@@ -1,5 +1,5 @@
 """`--emulate-world W` and `--link-gbps`: the values accepted, the link defaults and the
-labels emulated records carry (artifact.run.emulation runs it; no torch here, so the CLI
+labels emulated records carry (artifact.rank.emulation runs it; no torch here, so the CLI
 checks the flags before torch loads)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ NOTE_PREFIX = "emulated:"
 EMULATED_SUFFIX = re.compile(r"_e(\d+)(n?)$")
 # the RunOptions fields of the figures that can run as rank 0 of W (the training figures)
 EMULATION_OPTIONS = frozenset({"emulate_world", "link_gbps", "stand_in", "comm_ctas"})
-# what moves rank 0's bytes (artifact.run.emulation): paced copies, or one persistent
+# what moves rank 0's bytes (artifact.rank.emulation): paced copies, or one persistent
 # kernel of C CTAs a collective, shaped as NCCL's ring (artifact.workloads.nccl_shaped)
 STAND_INS = ("copy", "nccl-shaped")
 DEFAULT_STAND_IN = "copy"  # until the NCCL-shaped one is validated at the W it emulates

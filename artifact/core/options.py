@@ -54,7 +54,7 @@ class RunOptions:
     # (the paper's), left out so plans from before the flag resume
     fsdp_impl: str | None = _flag("--fsdp-impl")
     allow_power_cap: bool | None = _flag("--allow-power-cap")
-    # rank 0 of this many ranks alone on one device (artifact.run.emulation)
+    # rank 0 of this many ranks alone on one device (artifact.rank.emulation)
     emulate_world: int | None = _flag("--emulate-world")
     link_gbps: float | None = _flag("--link-gbps")  # emulated link, GB/s one way
     stand_in: str | None = _flag("--stand-in")  # copy (None) or nccl-shaped

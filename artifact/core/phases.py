@@ -1,5 +1,5 @@
 """The phases of a repetition, declared once and torch-free (docs/design.md section 3):
-the experiments run them (artifact.run.modes routes their collectives), the plan's cost model
+the experiments run them (artifact.rank.modes routes their collectives), the plan's cost model
 prices them (artifact/estimate/model.py), and neither copies the other's lists.
 
 A phase is a mode measured under a name:

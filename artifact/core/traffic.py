@@ -1,12 +1,12 @@
 """What one rank moves over the link, by the formulas a ring collective and a pipeline's
 point-to-point transfers follow. Torch-free: the ranks count their collectives with it
-(artifact.run.modes, under the rehearsal) and the rehearsal's checks
+(artifact.rank.modes, under the rehearsal) and the rehearsal's checks
 (artifact/judge/rehearsal.py) read the counts against it.
 
 A ring (NCCL's algorithm for large buffers) of W ranks: an all-gather or a reduce-scatter
 moves (W-1)/W of the full (gathered) buffer a rank, an all-reduce 2(W-1)/W of its buffer
 (a reduce-scatter, then an all-gather), a broadcast or a reduce the buffer once: the
-bytes `--emulate-world` copies for rank 0 (artifact.run.emulation).
+bytes `--emulate-world` copies for rank 0 (artifact.rank.emulation).
 """
 
 from __future__ import annotations

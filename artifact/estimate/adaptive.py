@@ -1,7 +1,7 @@
 """The plan with the stopping rule (artifact.analyze.stopping): each configuration priced
 at the repetitions the rule would give it, the pilot's spread taken from one H200's quick
 run (artifact/data/reference.json 'pilot_half_width'). `plan --adaptive` prices what
-`run --adaptive` runs (artifact.run.adaptive decides from the run's own pilot;
+`run --adaptive` runs (artifact.rank.adaptive decides from the run's own pilot;
 docs/measurement.md, "Adaptive repetitions")."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Estimated peak device memory of one rank of a training configuration.
 
-Used before a configuration is built (artifact.run.capability) so that one that cannot fit
+Used before a configuration is built (artifact.rank.capability) so that one that cannot fit
 is recorded "not run" instead of dying in the middle of a figure. An estimate, not a
 measurement: every record also carries the measured peak (`peak_memory_gib`).
 

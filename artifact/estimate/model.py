@@ -7,7 +7,7 @@ calibration data (artifact/data/reference.json, through reference.py); no torch.
   13 % above its one peak; tests/test_memory.py); microbenchmark rows add up their buffers plus
   memory.RUNTIME_OVERHEAD. A row fits where memory.fits says (the estimate plus a 10 %
   margin); a training row that does not is recorded "not run" by the run
-  (artifact.run.capability checks it against the free memory) and costs no time.
+  (artifact.rank.capability checks it against the free memory) and costs no time.
 - wall time: by the method its `method` column names (METHODS below).
 - disk: records and rep 0's traces (DISK_METHOD).
 
@@ -50,7 +50,7 @@ from artifact.figures.sweeps import (
     precision_sweep_refused,
 )
 
-# A phase (artifact.run.runner.measure_phase): settled, then timed for at least the preset's
+# A phase (artifact.rank.runner.measure_phase): settled, then timed for at least the preset's
 # iterations and seconds (the power window included), then profiled for `iters` steps.
 # Settling, as measured on one H200 (results/h200x1/session8): training phases used
 # 1.2-1.9 s of a 1.5 s bound (host jitter keeps ZeRO-3's step times from agreeing), the
@@ -68,7 +68,7 @@ def phase_seconds(
     p: Preset, step_s: float, iters: int, *, training: bool, timed_iters: int | None = None,
     timed_s: float | None = None, window_s: float | None = None,
 ) -> float:  # fmt: skip
-    """One phase: settle + timed pass + profiled pass (artifact.run.runner.measure_phase)."""
+    """One phase: settle + timed pass + profiled pass (artifact.rank.runner.measure_phase)."""
     window = p.power_window_s if window_s is None else window_s
     seconds = max(p.timed_min_s if timed_s is None else timed_s, window)
     least = timed_iters or p.timed_min_iters or iters
@@ -79,7 +79,7 @@ def phase_seconds(
 def training_rep_seconds(
     p: Preset, step_s: float, iters: int, phases: int, timed_iters: int | None = None
 ) -> float:
-    """One training repetition (artifact.run.runner.measure_repetition, interleaved):
+    """One training repetition (artifact.rank.runner.measure_repetition, interleaved):
     rounds of every phase settle (at least one and the preset's lower bound: training's
     clock is steady by then), timed rounds (each phase at least the
     preset's iterations and seconds, the power window inside), each phase profiled."""
@@ -527,7 +527,7 @@ def _note_stand_in(fig: str, fig_rows: list[Row], entry: str) -> None:
 
 def _reused(fig: str, fig_rows: list[Row], before: list[Row], priced: bool) -> list[Row]:
     """Rows the figure copies from the figure it reuses, when that one runs first in the
-    plan (artifact.run.reuse): no time of their own (`priced`; a tiny
+    plan (artifact.rank.reuse): no time of their own (`priced`; a tiny
     figure's measured time already holds its copying)."""
     source = spec_of(fig).reuses
     measured = {

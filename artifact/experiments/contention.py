@@ -28,7 +28,7 @@ from artifact.core.mechanisms import Mechanism
 from artifact.core.options import RunOptions
 from artifact.experiments import configs_of, fig8
 from artifact.figures.sweeps import contention_axes
-from artifact.run.runner import ConfigPoint, RunContext, broadcast, record_not_run
+from artifact.rank.runner import ConfigPoint, RunContext, broadcast, record_not_run
 from artifact.workloads.microbench import MicrobenchSpec
 from artifact.workloads.precision import dtype_of
 
@@ -93,7 +93,7 @@ def _refusal(ctx: RunContext, mech: Mechanism) -> str | None:
         return mech.refused
     if ctx.device.type != "cuda":
         return None
-    from artifact.run import colocate
+    from artifact.rank import colocate
 
     if (mech.comm == "coloc" or mech.twin_of) and (why := colocate.refusal()):  # a twin times NCCL
         return why
@@ -105,7 +105,7 @@ def knob_refusal(spec: dict, has_carveout: bool | None = None) -> str | None:
     the seam the tests replace (default: whether this torch has the SM carve-out)."""
     import torch
 
-    from artifact.run import colocate
+    from artifact.rank import colocate
 
     if policy := spec.get("nccl_policy"):
         return colocate.policy_refusal(policy)

@@ -9,7 +9,7 @@ same records.
 from __future__ import annotations
 
 from artifact.experiments import configs_of, fsdp, pipeline
-from artifact.run.runner import RunContext
+from artifact.rank.runner import RunContext
 
 
 def run(ctx: RunContext) -> None:

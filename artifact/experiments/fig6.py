@@ -6,13 +6,13 @@ preset's power window, with mean power from the energy counter, peak power from 
 instant field, both also as % of the enforced limit (TDP), and the derived increases
 under overlap. Machines without telemetry record the figure as not run, saying why.
 Its repetitions run the A/A repeat as well, which fig6 does not use: fig8 then copies
-these records instead of measuring the same configurations again (artifact.run.reuse).
+these records instead of measuring the same configurations again (artifact.rank.reuse).
 """
 
 from __future__ import annotations
 
 from artifact.experiments import fig8
-from artifact.run.runner import RunContext
+from artifact.rank.runner import RunContext
 
 NO_TELEMETRY = "no GPU power telemetry on this machine (NVML and AMD-SMI unavailable)"
 

@@ -29,7 +29,7 @@ from artifact.core.phases import FIG7_MIN_BLOCK_S as MIN_BLOCK_S
 from artifact.experiments import fig6, fig8
 from artifact.measure import kernels, power, telemetry
 from artifact.measure.timing import synchronize
-from artifact.run.runner import (
+from artifact.rank.runner import (
     RunContext,
     gather,
     pending,

@@ -15,7 +15,7 @@ With one GPU the all-reduce moves no data, so the experiment also runs two label
 proxies (artifact.workloads.microbench): NCCL's one-rank reduction kernel (an AVG
 all-reduce: SM-driven, like NCCL's kernels on several GPUs) and a device-to-device copy
 (copy engine: bandwidth contention without SM contention). `--colocate W` adds W real
-NCCL ranks co-located on the one GPU (artifact.run.colocate; gloo on a CPU).
+NCCL ranks co-located on the one GPU (artifact.rank.colocate; gloo on a CPU).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from artifact.experiments import configs_of
 from artifact.figures import runs_aa_repeat
 from artifact.figures.sweeps import MicroPoint, Where
 from artifact.measure.timing import timed
-from artifact.run.reuse import reuse
-from artifact.run.runner import (
+from artifact.rank.reuse import reuse
+from artifact.rank.runner import (
     BASE_UNITS,
     POWER_UNITS,
     ConfigPoint,
@@ -137,7 +137,7 @@ def _phase_metrics(
 def run(ctx: RunContext) -> None:
     points = configs_here(ctx)
     if ctx.options.colocate and ctx.device.type == "cuda":
-        from artifact.run import colocate
+        from artifact.rank import colocate
 
         if why := colocate.refusal():  # the co-located rows cannot run: recorded, not hidden
             for p in [p for p in points if p.spec.comm == "coloc"]:
@@ -152,7 +152,7 @@ def with_nccl_choices(ctx: RunContext, seen: dict, point: ConfigPoint) -> Config
     spec = point.spec
     if spec.comm != "coloc" or ctx.device.type != "cuda":
         return point
-    from artifact.run import colocate
+    from artifact.rank import colocate
 
     key = (spec.ranks, spec.max_ctas, spec.comm_bytes)
     if key not in seen:
@@ -206,7 +206,7 @@ def run_configs(
     figure derives the noise floor, or a figure that copies its records does
     (figures.runs_aa_repeat).
     A configuration already measured for the figure this one reuses (fig8: fig6's) is
-    copied, not measured again (artifact.run.reuse). (Over 60 lines: most of it is the
+    copied, not measured again (artifact.rank.reuse). (Over 60 lines: most of it is the
     configuration's Settings, one argument a line.)
     """
 

@@ -17,7 +17,7 @@ from artifact.core.errors import ArtifactError
 from artifact.experiments import configs_of, fig8
 from artifact.figures.sweeps import PAPER_CAPS_W, PAPER_RANGE_W, Where
 from artifact.measure import caps
-from artifact.run.runner import ConfigPoint, RunContext
+from artifact.rank.runner import ConfigPoint, RunContext
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ deepspeed,fsdp2`), over the same models, steps and modes."""
 from __future__ import annotations
 
 from artifact.experiments import training
-from artifact.run.runner import ConfigPoint, RunContext
+from artifact.rank.runner import ConfigPoint, RunContext
 from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
 
 FRAMEWORK = {"deepspeed": "deepspeed-zero3", "fsdp2": "torch-fsdp2"}

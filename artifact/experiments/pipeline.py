@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from artifact.experiments import training
-from artifact.run.runner import ConfigPoint, RunContext
+from artifact.rank.runner import ConfigPoint, RunContext
 from artifact.workloads import megatron_cpu_shim
 from artifact.workloads.pipeline_megatron import ONE_STAGE_NOTE, PipelineSpec, PipelineTrainer
 

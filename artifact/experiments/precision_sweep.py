@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from artifact.experiments import fsdp
 from artifact.figures import sweeps
-from artifact.run.runner import RunContext
+from artifact.rank.runner import RunContext
 
 
 def run(ctx: RunContext, precisions: tuple[str, ...]) -> None:

@@ -10,7 +10,7 @@ step(phase) -> loss, params, model_flops_per_step(world) and close() (frees its 
 before the next configuration is built).
 
 Before a configuration is built, the device is asked whether it can run it
-(artifact.run.capability: the precision, and the estimated memory against the free
+(artifact.rank.capability: the precision, and the estimated memory against the free
 memory). One it cannot run, or one that runs out of memory, is recorded "not run" with
 the reason in status/<figure>.json, and the figure goes on with the rest.
 """
@@ -31,9 +31,9 @@ from artifact.core.phases import TRAINING_MODES, balanced_order, training_phases
 from artifact.estimate import memory
 from artifact.figures import sweeps
 from artifact.measure.peak import peak_matmul_tflops
-from artifact.run import capability, emulation, modes
-from artifact.run.reuse import reuse
-from artifact.run.runner import (
+from artifact.rank import capability, emulation, modes
+from artifact.rank.reuse import reuse
+from artifact.rank.runner import (
     BASE_UNITS,
     POWER_UNITS,
     ConfigPoint,

@@ -20,7 +20,7 @@ import logging
 
 from artifact.experiments import configs_of, fig8
 from artifact.figures.sweeps import Where
-from artifact.run.runner import ConfigPoint, RunContext, broadcast
+from artifact.rank.runner import ConfigPoint, RunContext, broadcast
 from artifact.workloads.microbench import Microbench, MicrobenchSpec
 
 log = logging.getLogger(__name__)

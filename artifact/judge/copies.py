@@ -4,7 +4,7 @@ tally counts a reading once (docs/design.md section 5, verdicts.csv's `counted_i
 
 A figure's configuration is a copy where the figure it reuses holds the same
 configuration with the same measured rows (every mode, metric, mean and n equal): the
-records were copied (artifact/run/reuse.py), not measured again. Measured anew (the
+records were copied (artifact/rank/reuse.py), not measured again. Measured anew (the
 other figure ran later, or alone), it is a reading of its own and counts.
 """
 
@@ -65,7 +65,7 @@ def root(figure: str, config_id: str, copied: dict[tuple[str, str], str]) -> str
     return copied.get((figure, config_id), figure)
 
 
-# how a copied record's note says so (artifact/run/reuse.py), and the report's words for it
+# how a copied record's note says so (artifact/rank/reuse.py), and the report's words for it
 _COPIED = re.compile(r"measured for (fig\d+) \(the same configuration\): its records")
 
 

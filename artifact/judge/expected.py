@@ -162,14 +162,14 @@ def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
 
 
 # How an item reads its rows and its GPU scope: compare judges with these, and rank 0's
-# adaptive decision (artifact/run/adaptive.py) reads its pilot with them, as compare would.
+# adaptive decision (artifact/rank/adaptive.py) reads its pilot with them, as compare would.
 def as_list(v: Any) -> list:
     return v if isinstance(v, list) else [v]
 
 
 def select(summary: pd.DataFrame, filters: dict[str, Any], metric: str | None) -> pd.DataFrame:
     """The summary's rows that match `filters`. Where several figures are asked for, a
-    configuration both ran (one copies the other's records, run/reuse.py) counts once,
+    configuration both ran (one copies the other's records, rank/reuse.py) counts once,
     under the first figure listed: the same repetitions are not two pieces of evidence."""
     rows = summary
     if metric is not None:

@@ -3,7 +3,7 @@
 A rehearsal runs README's W-rank path where ranks may share a GPU (or are gloo processes
 on a CPU), so none of its numbers measures the paper's quantities. What it can check is
 that the path works, from what each rank counted of its own collectives a step
-(artifact.run.modes.COUNTS, in every training record's `per_rank`):
+(artifact.rank.modes.COUNTS, in every training record's `per_rank`):
 
 - ranks: every record holds every rank's numbers (W of them);
 - collectives: in every phase that communicates, every rank issued collectives; the

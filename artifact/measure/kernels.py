@@ -34,13 +34,13 @@ CATEGORIES = ("compute", "communication", "memory", "delay")
 ITER_PREFIX = "artifact.iter#"
 DELAY_MARK = "artifact.delay"  # the host range around a CPU delay (artifact.workloads.microbench)
 # the host range around nocomm's (and the zero-byte controls') filling of a collective's
-# outputs (artifact.run.modes): at W > 1 a gather's fill is an elementwise copy kernel,
+# outputs (artifact.rank.modes): at W > 1 a gather's fill is an elementwise copy kernel,
 # not a memcpy, and counted as compute it made nocomm's compute longer than sequential's
 # (docs/history.md), where the real or emulated collective fills the same outputs as
 # communication. Kernels launched inside it are memory.
 STAND_IN_MARK = "artifact.stand_in_fill"
 # the host range around one collective's emulated traffic (--emulate-world,
-# artifact.run.emulation): the copies and the pacing kernel it launches are communication
+# artifact.rank.emulation): the copies and the pacing kernel it launches are communication
 EMULATED_MARK = "artifact.emulated_comm"
 
 # ncclDevKernel_* / ncclKernel_* (RCCL's too), NCCL's one-rank reduction kernel, which a

@@ -2,7 +2,7 @@
 timestamps (first to last record, less the pauses between them), how many times the
 figure was started (each start writes store.RUN_HEADER into its log) and how long those
 starts took, start-up and set-up in (each writes store.RUN_END with its wall time). Records copied
-from another figure (run/reuse.py) keep that figure's timestamps: they are counted apart
+from another figure (rank/reuse.py) keep that figure's timestamps: they are counted apart
 and take no part in the time."""
 
 from __future__ import annotations

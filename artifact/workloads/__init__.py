@@ -1,2 +1,2 @@
-"""Workloads: the code that runs on each rank, in a mode (artifact.run.modes). The FSDP
+"""Workloads: the code that runs on each rank, in a mode (artifact.rank.modes). The FSDP
 implementations `--fsdp-impl` accepts are artifact.core.options.FSDP_IMPLS."""

@@ -12,7 +12,7 @@ reduce-scatter as `dist.all_gather_single(...)` / `dist.reduce_scatter_single(..
 (torch.distributed.fsdp._fully_shard._fsdp_collectives, DefaultAllGather and
 DefaultReduceScatter), torch 2.10's (the ROCm image's) as `dist.all_gather_into_tensor`
 / `dist.reduce_scatter_tensor`, looked up on the `torch.distributed` module at call time,
-so the wrappers artifact.run.modes installs there route them; both names are wrapped since
+so the wrappers artifact.rank.modes installs there route them; both names are wrapped since
 torch 2.13 renamed all_gather_into_tensor / reduce_scatter_tensor. Two calls would bypass
 the modes and are avoided here: torch.nn.utils.clip_grad_norm_ on FSDP2's DTensor
 gradients reduces the norm through functional collectives (c10d_functional), so the
@@ -32,7 +32,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from artifact.run.modes import collectives_for, install_collective_modes
+from artifact.rank.modes import collectives_for, install_collective_modes
 from artifact.workloads.fsdp_deepspeed import CLIP_NORM, INITIAL_SCALE_POWER, FsdpSpec
 from artifact.workloads.models import DecoderLM, lm_loss, synthetic_batch
 from artifact.workloads.precision import dtype_of, matmul_precision

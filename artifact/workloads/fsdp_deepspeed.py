@@ -2,7 +2,7 @@
 
 `overlap` is DeepSpeed's default ZeRO-3 schedule (parameter prefetch and overlap_comm);
 `sequential` and `nocomm` keep the *same engine and configuration* and change only how
-each collective runs (artifact.run.modes routes DeepSpeed's torch.distributed calls), so
+each collective runs (artifact.rank.modes routes DeepSpeed's torch.distributed calls), so
 the three modes share the model, the data and the kernel list.
 
 The optimizer is torch's AdamW handed to deepspeed.initialize: DeepSpeed's own Adam
@@ -21,7 +21,7 @@ from artifact.core.config import ModelConfig
 from artifact.core.errors import bad_choice
 from artifact.core.options import FSDP_IMPLS
 from artifact.estimate import memory
-from artifact.run.modes import collectives_for, install_collective_modes
+from artifact.rank.modes import collectives_for, install_collective_modes
 from artifact.workloads.models import Block, DecoderLM, lm_loss, synthetic_batch
 from artifact.workloads.precision import matmul_precision
 

@@ -3,11 +3,11 @@
 Phases of one iteration (all ranks run the same phase at the same time):
     nocomm      the matmuls alone (compute in isolation)
     comm_alone  the collectives alone
-    sequential  the collectives, each ordered before the matmuls by stream order (artifact.run.modes)
+    sequential  the collectives, each ordered before the matmuls by stream order (artifact.rank.modes)
     overlap     the collectives on their stream while the matmuls run on theirs
 and, where the collective moves data, the zero-byte controls `overlap_control` and
 `sequential_control` (the same code paths on an empty buffer), and the A/A repeat
-`overlap_repeat` (artifact.run.modes).
+`overlap_repeat` (artifact.rank.modes).
 
 The collective (`comm`):
     allreduce    a SUM all-reduce. On one GPU it moves no data and launches no kernel.
@@ -22,7 +22,7 @@ The collective (`comm`):
     nccl-shaped  the NCCL-shaped stand-in: rank 0's ring all-reduce at `ranks` on `ctas`
                  CTAs, paced to the link (or, with `pace_ms`, to that time a collective).
     coloc        `ranks` real NCCL ranks co-located on this GPU, one thread a rank
-                 (artifact.run.colocate), `max_ctas` CTAs in all.
+                 (artifact.rank.colocate), `max_ctas` CTAs in all.
 Results from a proxy or stand-in are labelled so.
 
 The compute (`compute`): square GEMMs (compute-bound) or an elementwise add over large
@@ -48,7 +48,7 @@ import torch.distributed as dist
 from artifact.core.phases import MICROBENCH_PHASES as PHASES
 from artifact.measure.kernels import DELAY_MARK
 from artifact.measure.timing import SpanTimer, spin_cycles_per_s, synchronize, timed
-from artifact.run.modes import Mode, issue, mode_of, moves_zero_bytes
+from artifact.rank.modes import Mode, issue, mode_of, moves_zero_bytes
 from artifact.workloads.precision import dtype_of, matmul_precision
 
 COMMS = ("allreduce", "onerank-avg", "copy", "spin", "nccl-shaped", "coloc")
@@ -151,7 +151,7 @@ class Microbench:
         )
         self.coloc = None
         if spec.comm == "coloc":
-            from artifact.run.colocate import Colocated
+            from artifact.rank.colocate import Colocated
 
             self.coloc = Colocated(
                 spec.ranks, device, spec.max_ctas or None, spec.cap_ctas, spec.nccl_policy
@@ -227,7 +227,7 @@ class Microbench:
 
     def run_phase(self, phase: str) -> None:
         # comm_alone issues the collectives as overlap does, with no compute beside them;
-        # nocomm issues none (artifact.run.modes makes them no-ops); a control issues them on
+        # nocomm issues none (artifact.rank.modes makes them no-ops); a control issues them on
         # zero bytes.
         mode = Mode.OVERLAP if phase == "comm_alone" else mode_of(phase)
         zero = moves_zero_bytes(phase)
@@ -347,8 +347,8 @@ class _ShapedAllReduce:
 
 def _configured_group(ctas: int, cap: int, policy: str):
     """A communicator over every rank whose NCCL kernels use exactly `ctas` CTAs, or at
-    most `cap`, or NCCL's CTA `policy` (artifact.run.colocate.nccl_options)."""
-    from artifact.run.colocate import nccl_options
+    most `cap`, or NCCL's CTA `policy` (artifact.rank.colocate.nccl_options)."""
+    from artifact.rank.colocate import nccl_options
 
     opts = nccl_options(ctas or None, cap, policy)
     return dist.new_group(list(range(dist.get_world_size())), backend="nccl", pg_options=opts)

@@ -9,7 +9,7 @@ replaced by torch's fused scaled_dot_product_attention (artifact.workloads.sdpa_
 activation recomputation, one layer a unit). `overlap` is Megatron-core's default schedule,
 whose batched p2p sends and receives run on NCCL's stream beside compute; `sequential`
 drains the device around every p2p batch and `nocomm` replaces it with a local copy
-into the receive buffers (artifact.run.modes). With one stage there is no p2p at all: the
+into the receive buffers (artifact.rank.modes). With one stage there is no p2p at all: the
 modes then differ in nothing, and the rows say so.
 
 Half precisions keep parameters in that precision with torch's AdamW (no master
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from artifact.core.config import ModelConfig
 from artifact.core.errors import bad_choice
-from artifact.run.modes import collectives_for, install_collective_modes
+from artifact.rank.modes import collectives_for, install_collective_modes
 from artifact.workloads.models import synthetic_batch
 from artifact.workloads.precision import dtype_of, matmul_precision
 

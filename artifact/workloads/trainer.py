@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 
 class Trainer(Protocol):
-    """One configuration's model, built on every rank, stepped in a mode (artifact.run.modes)."""
+    """One configuration's model, built on every rank, stepped in a mode (artifact.rank.modes)."""
 
     params: int  # the model's parameters (all ranks together)
 

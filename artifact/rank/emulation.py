@@ -4,7 +4,7 @@ The process joins torch's fake process group at world size W
 (`init_process_group("fake", store=FakeStore(), rank=0, world_size=W)`), so DeepSpeed
 ZeRO-3 and FSDP2 shard the model, the gradients and the optimizer state exactly as
 rank 0 of a W-rank job does, and run rank 0's micro-batches and schedule. The fake
-group moves nothing; the collectives the modes route (artifact.run.modes) come here
+group moves nothing; the collectives the modes route (artifact.rank.modes) come here
 instead, and each moves the bytes rank 0 would move in a ring at W:
 
 - all-gather and reduce-scatter: (W-1)/W of the full (gathered) buffer;

@@ -18,11 +18,12 @@ from typing import Any, NamedTuple
 import torch
 import torch.distributed as dist
 
+from artifact import procs
 from artifact.core.config import Preset
 from artifact.core.options import RunOptions
 from artifact.measure import power
 from artifact.measure.timing import synchronize
-from artifact.run import emulation, procs
+from artifact.rank import emulation
 from artifact.store import STOPPING, RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class RunContext:
         return self.rank == 0
 
     def progress(self, what: str, **where: Any) -> None:
-        """Tell the launcher's hang watchdog and the CLI's display (artifact/run/progress.py)
+        """Tell the launcher's hang watchdog and the CLI's display (artifact/launch/progress.py)
         this rank is alive, and where: rank 0 writes OUT/logs/<figure>.progress, JSON with
         `what` and the `where` fields given so far (config_k, config_n, config_id, rep_k,
         rep_n, phase, phase_k, phase_n). A new step, or new fields, is written at once; the

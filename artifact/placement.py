@@ -4,7 +4,7 @@ It rehearses a K-times-larger world on the GPUs present (`nox -s rehearsal`: W =
 GPU): local rank r takes GPU r // K. NCCL 2.30 and later let several ranks use one GPU
 (NCCL_MULTI_RANK_GPU_ENABLE=1); NVLink SHARP (NVLS) needs one rank a GPU, so it is off.
 Processes on one GPU take turns on it (time-slicing) unless an MPS daemon serves them
-(artifact.run.mps). Nothing here changes a GPU's settings. Torch-free: the CLI checks the
+(artifact.rank.mps). Nothing here changes a GPU's settings. Torch-free: the CLI checks the
 flag before torch loads; only the NCCL version check imports it.
 """
 
@@ -16,6 +16,10 @@ from artifact.core.errors import ArtifactError
 
 ENV = "ARTIFACT_RANKS_PER_GPU"  # the ranks' word on K (the worker maps its device by it)
 NCCL_ENV = {"NCCL_MULTI_RANK_GPU_ENABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+# the NCCL that lets several ranks use one GPU (--ranks-per-gpu here, --colocate in
+# artifact.rank.colocate), and the wheel that brings it
+MIN_NCCL = (2, 30)
+NCCL_WHEEL = "nvidia-nccl-cu13==2.32.3"
 
 
 def check(per_gpu: int | None, device: str, emulate_world: object = None) -> None:
@@ -36,10 +40,25 @@ def check(per_gpu: int | None, device: str, emulate_world: object = None) -> Non
 
 def check_nccl(per_gpu: int, version: tuple[int, ...] | None = None) -> None:
     """The loaded NCCL must be 2.30 or newer (several ranks on one GPU)."""
-    from artifact.run.colocate import refusal
+    if version is None:
+        from artifact.env import nccl_loaded
 
-    if why := refusal(version):
+        version = nccl_loaded()
+    if why := nccl_refusal(version):
         raise ArtifactError(f"--ranks-per-gpu {per_gpu}: {why}")
+
+
+def nccl_refusal(version: tuple[int, ...]) -> str | None:
+    """Why co-located NCCL ranks cannot run with NCCL `version` (one line), or None where
+    they can."""
+    if tuple(version[:2]) >= MIN_NCCL:
+        return None
+    have = ".".join(str(v) for v in version)
+    return (
+        f"co-located NCCL ranks need NCCL {MIN_NCCL[0]}.{MIN_NCCL[1]} or newer "
+        f"(NCCL_MULTI_RANK_GPU_ENABLE); this torch loads NCCL {have}; install "
+        f"`pip install --no-deps {NCCL_WHEEL}` into the environment (torch pins an older one)"
+    )
 
 
 def layout(world: int, per_gpu: int, gpus_present: int) -> int:

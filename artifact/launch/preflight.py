@@ -9,7 +9,7 @@ default and only says loudly that no GPU was seen.
 
 Every decision is one line: an ArtifactError (exit 2) or a note printed before the run.
 `decide` takes what was probed, so each decision is tested at its seam without a GPU.
-Usage (noxfile.py does this first): python -m artifact.run.preflight [run arguments...]
+Usage (noxfile.py does this first): python -m artifact.launch.preflight [run arguments...]
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def probe() -> Machine:
 
 def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
     """Check the run that `python -m artifact run FIG ARGS` would start; exit 2 if it cannot go right."""
-    p = argparse.ArgumentParser(prog="python -m artifact.run.preflight", add_help=False)
+    p = argparse.ArgumentParser(prog="python -m artifact.launch.preflight", add_help=False)
     p.add_argument("--preset")
     p.add_argument("--device")
     p.add_argument("--gpus", type=int)

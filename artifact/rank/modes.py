@@ -197,9 +197,9 @@ def _zero_byte_call(name: str, original: Callable, bound: inspect.BoundArguments
 
 
 def _emulated(name: str, bound: inspect.BoundArguments):
-    """A collective under `--emulate-world` (artifact.run.emulation): rank 0's bytes as
+    """A collective under `--emulate-world` (artifact.rank.emulation): rank 0's bytes as
     local copies, run as the mode prescribes; the zero-byte control moves none."""
-    from artifact.run import emulation
+    from artifact.rank import emulation
 
     mode, device, zero = _state["mode"], _state["device"], _state["zero_bytes"]
     wants_handle = bound.arguments.get("async_op", False)
@@ -331,7 +331,7 @@ def install_collective_modes() -> None:
     Under `--emulate-world` every call, in every mode, goes to the emulated traffic."""
     import torch.distributed as dist
 
-    from artifact.run import emulation
+    from artifact.rank import emulation
 
     _state["emulated"] = emulation.world() is not None
 

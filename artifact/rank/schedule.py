@@ -1,15 +1,15 @@
 """Which repetitions a configuration still needs (docs/design.md sections 3 and 5):
 resume by presence (a repetition whose every phase is on disk is skipped) and, under
 --adaptive, the pilot first, then the repetitions rank 0 decides from it
-(artifact.run.adaptive; stopping.json)."""
+(artifact.rank.adaptive; stopping.json)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
 
-from artifact.run import adaptive
-from artifact.run.context import ConfigPoint, RunContext, broadcast
+from artifact.rank import adaptive
+from artifact.rank.context import ConfigPoint, RunContext, broadcast
 
 log = logging.getLogger(__name__)
 

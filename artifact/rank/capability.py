@@ -20,12 +20,12 @@ import os
 
 import torch
 
+from artifact import placement
 from artifact.core import host
 from artifact.core.config import PRECISIONS
 from artifact.core.errors import ArtifactError, bad_choice
 from artifact.core.units import GIB
 from artifact.estimate import memory
-from artifact.run import placement
 
 PRECISION_ENV = "ARTIFACT_PRECISION_SUPPORT"
 FREE_MEMORY_ENV = "ARTIFACT_FREE_MEMORY_GIB"

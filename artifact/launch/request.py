@@ -11,13 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from artifact import placement, procs
 from artifact.core import emulated
 from artifact.core.config import Preset, check_device, default_preset, get_preset
 from artifact.core.errors import ArtifactError, check_positive
 from artifact.core.options import RunOptions
 from artifact.env import device_kind
 from artifact.figures import spec_of
-from artifact.run import placement, procs, runplan
+from artifact.launch import runplan
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def build(
     the checks have always run: the rendezvous, a held folder, the device and preset, the
     ranks, the GPUs' other processes (said through `say`), the experiment's own check."""
     if args.rdzv_endpoint:  # bounded: an unreachable endpoint is one line, not minutes
-        from artifact.run.launch import check_rendezvous
+        from artifact.launch.torchrun import check_rendezvous
 
         check_rendezvous(args.rdzv_endpoint, args.rdzv_timeout_s)
     nnodes = args.nnodes or 1
@@ -58,7 +59,7 @@ def build(
         check_path(Path(args.out))
     if nnodes == 1 and args.out and Path(args.out).is_dir():
         # one run a folder: refused before torch loads (taken once the run is known to
-        # fit, artifact.run.stage.claim); the agents of a multi-node run share theirs
+        # fit, artifact.launch.stage.claim); the agents of a multi-node run share theirs
         procs.FolderLock(Path(args.out)).check()
     device = resolve_device(args.device)
     preset = get_preset(args.preset or default_preset(device != "cpu"))

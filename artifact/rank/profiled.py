@@ -16,7 +16,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from artifact.measure import kernels
 from artifact.measure.timing import synchronize
-from artifact.run.context import RunContext
+from artifact.rank.context import RunContext
 
 
 def _profiler_options(device: torch.device) -> dict[str, Any]:

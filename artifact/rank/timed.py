@@ -15,7 +15,7 @@ import numpy as np
 from artifact.core.phases import balanced_order
 from artifact.measure import power, telemetry
 from artifact.measure.timing import SpanTimer, clock, gc_paused, synchronize, timed
-from artifact.run.context import RunContext, gather
+from artifact.rank.context import RunContext, gather
 
 # Settling (docs/measurement.md, "Passes"): the last SETTLE_LAST iterations' step times,
 # and SM clocks where there is telemetry, within SETTLE_SPREAD of their median.

@@ -29,9 +29,8 @@ import torch.distributed as dist
 
 from artifact import env
 from artifact.core.errors import ArtifactError
+from artifact.placement import nccl_refusal
 
-MIN_NCCL = (2, 30)
-NCCL_WHEEL = "nvidia-nccl-cu13==2.32.3"
 # set before NCCL initialises (the worker does, for the figures that co-locate). NVLS needs
 # several GPUs, so on one it is off anyway; the worker sets nothing that provenance records
 # (env.COMM_ENV_VARS), or a folder's figures would differ in environment
@@ -46,15 +45,7 @@ def nccl_version() -> tuple[int, ...]:
 
 def refusal(version: tuple[int, ...] | None = None) -> str | None:
     """Why co-located NCCL ranks cannot run here (one line), or None where they can."""
-    version = version if version is not None else nccl_version()
-    if tuple(version[:2]) >= MIN_NCCL:
-        return None
-    have = ".".join(str(v) for v in version)
-    return (
-        f"co-located NCCL ranks need NCCL {MIN_NCCL[0]}.{MIN_NCCL[1]} or newer "
-        f"(NCCL_MULTI_RANK_GPU_ENABLE); this torch loads NCCL {have}; install "
-        f"`pip install --no-deps {NCCL_WHEEL}` into the environment (torch pins an older one)"
-    )
+    return nccl_refusal(version if version is not None else nccl_version())
 
 
 # NCCL's communicator CTA policies (ncclConfig_t.CTAPolicy; NCCL 2.27 efficiency, 2.28 zero).
@@ -262,7 +253,7 @@ def probe(world: int, ctas_total: int | None, nbytes: int, timeout_s: float = 12
     cmd = [
         sys.executable,
         "-m",
-        "artifact.run.colocate",
+        "artifact.rank.colocate",
         str(world),
         str(ctas_total or 0),
         str(nbytes),

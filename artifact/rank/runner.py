@@ -21,10 +21,10 @@ The loop lives in one module a job: context.py (the rank's context, the collecti
 between ranks), schedule.py (which repetitions are left: resume, --adaptive), timed.py
 (settling, the timed pass, interleaved rounds), profiled.py (the profiled pass) and
 repetition.py (one repetition: its Settings, the ranks reduced, the records written).
-This module names them for the experiments (`from artifact.run.runner import ...`).
+This module names them for the experiments (`from artifact.rank.runner import ...`).
 """
 
-from artifact.run.context import (  # noqa: F401 (named here for the experiments)
+from artifact.rank.context import (  # noqa: F401 (named here for the experiments)
     PROGRESS_EVERY_S,
     ConfigPoint,
     RunContext,
@@ -36,13 +36,13 @@ from artifact.run.context import (  # noqa: F401 (named here for the experiments
     record_not_run,
     stop_requested,
 )
-from artifact.run.profiled import (  # noqa: F401 (named here for the experiments)
+from artifact.rank.profiled import (  # noqa: F401 (named here for the experiments)
     _export_trace,
     profiled_name,
     profiled_pass,
     profiler_activities,
 )
-from artifact.run.repetition import (  # noqa: F401 (named here for the experiments)
+from artifact.rank.repetition import (  # noqa: F401 (named here for the experiments)
     BASE_UNITS,
     GIB,
     MAX_OVER_RANKS,
@@ -52,14 +52,14 @@ from artifact.run.repetition import (  # noqa: F401 (named here for the experime
     measure_repetition,
     reduce_ranks,
 )
-from artifact.run.schedule import (  # noqa: F401 (named here for the experiments)
+from artifact.rank.schedule import (  # noqa: F401 (named here for the experiments)
     adaptive_todo,
     decide,
     pending,
     rep_done,
     stored_n,
 )
-from artifact.run.timed import (  # noqa: F401 (named here for the experiments)
+from artifact.rank.timed import (  # noqa: F401 (named here for the experiments)
     COUNTER_TAIL_S,
     Meter,
     interleaved_timed_pass,

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from artifact import procs
 from artifact.core.errors import ArtifactError
 from artifact.core.options import RunOptions
-from artifact.run import procs
-from artifact.run.progress import read_beacon
+from artifact.launch.progress import read_beacon
 from artifact.store import RUN_END, RUN_HEADER
 
 DEFAULT_HANG_S = 600.0  # no output and no progress this long: the run is hung
@@ -70,7 +70,7 @@ def torchrun_command(
         ]
     cmd += [
         "-m",
-        "artifact.run.worker",
+        "artifact.rank.worker",
         "--figure",
         figure,
         "--preset",
@@ -131,7 +131,7 @@ def launch(
 ) -> Outcome:
     """Run the ranks to completion, every line of their output in `log_path` and handed
     to `echo` (default: stderr; the CLI's display decides which lines reach the console,
-    artifact/run/progress.py).
+    artifact/launch/progress.py).
 
     A watchdog turns a hang (no output and no progress for `hang_s`) into a failure
     instead of a wait without end. Any exception here (Ctrl-C, or the SIGTERM the CLI
@@ -159,7 +159,7 @@ def launch(
             # group of its own, so the CLI alone decides (stop between repetitions, or
             # now on a second Ctrl-C; the CLI then terminates torchrun itself, below).
             # The CLI killed outright (SIGKILL): torchrun is killed too, and its death
-            # kills each worker (artifact/run/worker.py, before its imports). Not SIGTERM:
+            # kills each worker (artifact/rank/worker.py, before its imports). Not SIGTERM:
             # torchrun's graceful shutdown once outlived the 10 s a killed run is given
             # to leave no process (CI, tests/test_interrupt.py), and with nobody left to
             # record anything it has nothing to do.

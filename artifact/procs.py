@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 
 
-# The module torchrun runs as (artifact.run.launch): a rank's parent's command line holds it.
+# The module torchrun runs as (artifact.launch.torchrun): a rank's parent's command line holds it.
 TORCHRUN = "torch.distributed.run"
 
 

@@ -1,13 +1,13 @@
 """What a run shows while it runs, drawn in the CLI's process (docs/design.md section 2).
 
 The ranks never draw on the terminal. Rank 0 writes a beacon, OUT/logs/<figure>.progress
-(artifact.run.runner.RunContext.progress): JSON with `what` it is doing and where it is
+(artifact.rank.runner.RunContext.progress): JSON with `what` it is doing and where it is
 (config_k/config_n/config_id, rep_k/rep_n, phase/phase_k/phase_n). Here:
 - `read_beacon` and `State`: the beacon -> figure k/N (`nox -s all` sets FIGURE_ENV),
   configuration k/N, repetition k/N, phase, elapsed time and ETA;
 - `Display`: a rich Live display on a terminal; elsewhere (CI, `| tee`) plain one-line
   updates at a modest rate. It also decides which lines of the ranks' output reach the
-  console (`ConsoleFilter`); every line reaches the log (artifact.run.launch writes it);
+  console (`ConsoleFilter`); every line reaches the log (artifact.launch.torchrun writes it);
 - `digest`: a couple of lines a configuration once a figure has run.
 Besides cli.py, the only module that prints (the Display, on the console it is given).
 """

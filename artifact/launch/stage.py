@@ -2,7 +2,7 @@
 claimed (one writer: its lock; plan.json reconciled and recorded; room for the plan's
 disk estimate), the ranks started, and how they ended written to status/.
 
-The CLI builds one `RunRequest` from the flags (artifact.run.request: every input checked
+The CLI builds one `RunRequest` from the flags (artifact.launch.request: every input checked
 before anything is written), calls `claim`, then `launch_and_record`, and prints what
 they return; this module prints nothing: the lines it has for the user go through the
 `say` and `warn`
@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from artifact import procs
 from artifact.core.errors import ArtifactError, Terminated, interrupted_by
 from artifact.core.options import RunOptions
 from artifact.estimate import reference
 from artifact.figures import spec_of
-from artifact.run import procs, runplan
-from artifact.run.request import RunRequest
+from artifact.launch import runplan
+from artifact.launch.request import RunRequest
 
 # Where a first Ctrl-C asks the ranks to stop (set while a run's ranks run; the CLI's
 # SIGINT handler touches it). A list, so every module that imports it sees one object.
@@ -42,14 +43,16 @@ class Claim:
 
 def disk_need(figure: str, preset, nproc: int, options: RunOptions, out: Path) -> int | None:
     """What `figure` still writes into `out`, by the plan's disk estimate (None: unknown)."""
-    from artifact.budget import disk_left
+    from artifact import plan
+    from artifact.budget import unwritten
 
-    argv = [figure, "--preset", preset.name]
-    if options.emulate_world:
-        argv += ["--emulate-world", str(options.emulate_world)]
-    elif preset.device != "cpu":
-        argv += ["--gpus", str(nproc)]
-    return disk_left(argv, out, {figure})
+    world = options.emulate_world or None
+    gpus = nproc if world is None and preset.device != "cpu" else None
+    try:
+        rows = plan.rows([figure], preset.name, gpus=gpus, emulate_world=world)
+    except (ArtifactError, SystemExit):
+        return None
+    return unwritten(rows, out, {figure})
 
 
 def claim(r: RunRequest) -> Claim:
@@ -163,7 +166,7 @@ def launch_and_record(
     record how they ended in status/. Returns the exit code of a run that did not end
     well (1 failed, 130 interrupted), None where the figure ended (its outcome is the
     CLI's to print); raises ArtifactError where a rank said why in one line (exit 2)."""
-    from artifact.run import launch
+    from artifact.launch import torchrun
     from artifact.store import RunStore
 
     log_path = out / "logs" / f"{figure}.log"
@@ -195,7 +198,7 @@ def launch_and_record(
         raise ArtifactError(f"{figure}: {outcome.error}")
     if rc != 0 or status.get("status") in (None, "running"):
         if status.get("status") != "failed":  # the rank that failed did not say why itself
-            error = launch.last_error(log_path) or "no error message; see the log"
+            error = torchrun.last_error(log_path) or "no error message; see the log"
             store.write_status(
                 figure,
                 "failed",

@@ -1,5 +1,5 @@
-"""One rank of an experiment, started by torchrun (artifact.run.launch):
-`python -m artifact.run.worker`."""
+"""One rank of an experiment, started by torchrun (artifact.launch.torchrun):
+`python -m artifact.rank.worker`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from artifact.run import procs
+from artifact import procs
 
 if __name__ == "__main__":
     # A rank dies with torchrun, its parent; asked for before torch's seconds of imports,
@@ -25,19 +25,20 @@ import torch
 import torch.distributed as dist
 
 from artifact import env as envmod
+from artifact import placement
 from artifact.core.config import get_preset
 from artifact.core.errors import ArtifactError
 from artifact.core.options import RunOptions
 from artifact.figures import spec_of
 from artifact.measure import device as device_layer
 from artifact.measure import power
-from artifact.run import adaptive, emulation, mps, placement
-from artifact.run.context import RunContext, StopRequested
+from artifact.rank import adaptive, emulation, mps
+from artifact.rank.context import RunContext, StopRequested
 from artifact.store import RunStore
 
 
 def _device(kind: str, local_rank: int) -> torch.device:
-    """The rank's device: GPU local_rank // K with --ranks-per-gpu K (artifact.run.placement).
+    """The rank's device: GPU local_rank // K with --ranks-per-gpu K (artifact.placement).
     DeepSpeed's ZeRO-3 builds its device from LOCAL_RANK itself (zero.Init, and the engine
     where no args.device_rank is given), so with K > 1 LOCAL_RANK is set to that GPU's index
     too; the rank's own place on the node stays in ARTIFACT_NODE_LOCAL_RANK."""
@@ -218,7 +219,7 @@ def _with_stopped(store: RunStore, figure: str, details: dict, reason: str) -> s
 
 
 def colocate_env() -> dict[str, str]:
-    from artifact.run.colocate import NCCL_ENV
+    from artifact.rank.colocate import NCCL_ENV
 
     return NCCL_ENV
 
@@ -241,7 +242,7 @@ def _main(argv: list[str] | None) -> None:
     warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated")
     options = RunOptions.from_json(json.loads(args.options))
     if args.figure == "contention" or options.colocate:
-        # co-located NCCL ranks (artifact.run.colocate): NCCL reads these once, at its first
+        # co-located NCCL ranks (artifact.rank.colocate): NCCL reads these once, at its first
         # communicator, which the process group below may create
         for k, v in colocate_env().items():
             os.environ.setdefault(k, v)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 
 from artifact.figures import spec_of
-from artifact.run.context import ConfigPoint, RunContext, broadcast
-from artifact.run.schedule import stored_n
+from artifact.rank.context import ConfigPoint, RunContext, broadcast
+from artifact.rank.schedule import stored_n
 from artifact.store import atomic_write, dump_json, read_record
 
 log = logging.getLogger(__name__)

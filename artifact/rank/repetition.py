@@ -12,10 +12,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from artifact.run.context import RunContext, gather
-from artifact.run.modes import OVERLAP_REPEAT
-from artifact.run.profiled import profiled_name, profiled_pass
-from artifact.run.timed import (
+from artifact.rank.context import RunContext, gather
+from artifact.rank.modes import OVERLAP_REPEAT
+from artifact.rank.profiled import profiled_name, profiled_pass
+from artifact.rank.timed import (
     Meter,
     interleaved_timed_pass,
     outliers,
