@@ -328,23 +328,17 @@ class RunStore:
         missing = sorted(set(metrics) - set(units))
         if missing:
             raise ArtifactError(f"metrics without a unit: {', '.join(missing)}")
-        record = {
-            "schema": SCHEMA_VERSION,
-            "figure": figure,
-            "config_id": config_id,
-            "config": config,
-            "mode": mode,
-            "rep": rep,
-            "metrics": metrics,
-            "units": units,
-            "provenance": {
-                **provenance,
-                "mode": mode,
-                "rep": rep,
-                "timestamp": datetime.now(UTC).isoformat(),
-            },
-            **(extra or {}),
-        }
+        stamp = {"mode": mode, "rep": rep, "timestamp": datetime.now(UTC).isoformat()}
+        record = Record(
+            figure=figure,
+            config_id=config_id,
+            config=config,
+            mode=mode,
+            rep=rep,
+            metrics=metrics,
+            units=units,
+            provenance={**provenance, **stamp},
+        ).to_json() | (extra or {})  # the other keys as given (per_rank, timed, ...)
         path = self.record_path(figure, config_id, mode, rep)
         # Serialised straight into the temporary file: no second copy of a large record.
         atomic_write(path, lambda f: dump_json(record, f))

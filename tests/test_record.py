@@ -61,3 +61,15 @@ def test_the_reader_reads_through_record(tmp_path):
     path.write_text(json.dumps({"figure": "fig8", "mode": "overlap"}))
     with pytest.raises(ArtifactError, match=r"rep-000.json: not a record \(it lacks config, "):
         read_record(path)
+
+
+def test_the_writer_writes_a_records_fields(tmp_path):
+    store = RunStore(tmp_path)
+    path = store.write_record(
+        figure="fig8", config_id="c", config={"w": 2}, mode="overlap", rep=3,
+        metrics={"e2e_ms": 1.0}, units={"e2e_ms": "ms"}, provenance={"torch": "2"},
+        extra={"per_rank": [{"e2e_ms": 1.0}], "novel": 1},
+    )  # fmt: skip
+    rec = Record.from_json(json.loads(path.read_text()))
+    assert (rec.schema, rec.rep, rec.per_rank, rec.extra) == (1, 3, [{"e2e_ms": 1.0}], {"novel": 1})
+    assert rec.provenance.keys() == {"torch", "mode", "rep", "timestamp"}
