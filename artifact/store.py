@@ -21,6 +21,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -327,23 +328,17 @@ class RunStore:
         missing = sorted(set(metrics) - set(units))
         if missing:
             raise ArtifactError(f"metrics without a unit: {', '.join(missing)}")
-        record = {
-            "schema": SCHEMA_VERSION,
-            "figure": figure,
-            "config_id": config_id,
-            "config": config,
-            "mode": mode,
-            "rep": rep,
-            "metrics": metrics,
-            "units": units,
-            "provenance": {
-                **provenance,
-                "mode": mode,
-                "rep": rep,
-                "timestamp": datetime.now(UTC).isoformat(),
-            },
-            **(extra or {}),
-        }
+        stamp = {"mode": mode, "rep": rep, "timestamp": datetime.now(UTC).isoformat()}
+        record = Record(
+            figure=figure,
+            config_id=config_id,
+            config=config,
+            mode=mode,
+            rep=rep,
+            metrics=metrics,
+            units=units,
+            provenance={**provenance, **stamp},
+        ).to_json() | (extra or {})  # the other keys as given (per_rank, timed, ...)
         path = self.record_path(figure, config_id, mode, rep)
         # Serialised straight into the temporary file: no second copy of a large record.
         atomic_write(path, lambda f: dump_json(record, f))
@@ -449,8 +444,8 @@ class RunStore:
 
 
 def read_record(path: Path) -> dict[str, Any]:
-    """One record, checked: a file cut short or of another shape is a one-line error that
-    names it and how to measure that repetition again."""
+    """One record, checked through Record: a file cut short or of another shape is a
+    one-line error that names it and how to measure that repetition again."""
     again = "delete it and re-run to measure that repetition again"
     try:
         record = json.loads(Path(path).read_text())
@@ -458,16 +453,76 @@ def read_record(path: Path) -> dict[str, Any]:
         raise ArtifactError(
             f"{path}: not a valid record ({e.msg} at line {e.lineno}); {again}"
         ) from None
-    missing = RECORD_KEYS - set(record) if isinstance(record, dict) else RECORD_KEYS
-    if missing:
-        raise ArtifactError(
-            f"{path}: not a record (it lacks {', '.join(sorted(missing))}); {again}"
-        )
-    return record
+    try:
+        return Record.from_json(record).to_json()
+    except NotARecord as e:
+        raise ArtifactError(f"{path}: {e}; {again}") from None
 
 
 # what every record holds (RunStore.write_record); a file without them is no record
 RECORD_KEYS = frozenset({"figure", "config_id", "mode", "rep", "metrics", "config", "provenance"})
+
+
+class NotARecord(ArtifactError):
+    """A mapping without every key of RECORD_KEYS: one line naming those it lacks."""
+
+
+def record_lacks(obj: Any) -> list[str]:
+    """The keys of RECORD_KEYS that `obj` lacks, sorted (all of them where it is no mapping)."""
+    return sorted(RECORD_KEYS - set(obj) if isinstance(obj, dict) else RECORD_KEYS)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One repetition of one mode of one configuration, as records/FIG/CONFIG/MODE/rep-NNN.json
+    holds it (RunStore.write_record writes it, read_record reads it).
+
+    The first seven fields are RECORD_KEYS, in every record; the optional ones are None where
+    the record lacks them (to_json leaves them out), and `extra` holds every other key, so
+    `Record.from_json(d).to_json() == d` for any record `d`."""
+
+    figure: str
+    config_id: str
+    mode: str  # the phase: overlap, sequential, nocomm, trace, ...
+    rep: int
+    config: dict[str, Any]  # the configuration's parameters, as the sweep gave them
+    metrics: dict[str, Any]  # name -> value (None: NaN on disk), reduced over the ranks
+    provenance: dict[str, Any]  # env.capture's, with mode, rep and timestamp
+    schema: int | None = SCHEMA_VERSION
+    units: dict[str, str] | None = None  # metric -> unit
+    per_rank: list[dict[str, Any]] | None = None  # each rank's means
+    e2e_iterations_ms: list[float] | None = None  # each timed iteration's E2E
+    phase_order: list[str] | None = None  # the repetition's phases, in the order they ran
+    phase_position: int | None = None  # this phase's place in phase_order
+    timed: str | None = None  # "per phase" or "interleaved rounds"
+    power: dict[str, Any] | None = None  # fig7's power backend and TDP
+    reused_from: str | None = None  # the figure whose record this one copies
+    adaptive: dict[str, Any] | None = None  # --adaptive: its pilot and stopping rule
+    extra: dict[str, Any] = field(default_factory=dict)  # any other key, as written
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Record:
+        """A record's JSON mapping as a Record; NotARecord names the keys it lacks."""
+        if lacks := record_lacks(obj):
+            raise NotARecord(f"not a record (it lacks {', '.join(lacks)})")
+        known, extra = {}, {}
+        for k, v in obj.items():
+            typed = k in _FIELDS and (k in RECORD_KEYS or v is not None)
+            (known if typed else extra)[k] = v  # a null optional stays in extra, as written
+        return cls(**{"schema": None, **known}, extra=extra)
+
+    def to_json(self) -> dict[str, Any]:
+        """The mapping write_record writes (the nested values are this record's own)."""
+        out = {}
+        for name in _FIELDS:
+            value = getattr(self, name)
+            if value is not None or name in RECORD_KEYS:
+                out[name] = value
+        return {**out, **self.extra}
+
+
+_FIELDS = tuple(f.name for f in fields(Record) if f.name != "extra")
+
 
 # The files later stages derive from the records (summarize, compare): each is written with
 # its digest in DIGESTS, and read only where it still matches (damaged_derived)

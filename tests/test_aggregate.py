@@ -13,21 +13,17 @@ from artifact.analyze.aggregate import COLUMNS, summarize
 from artifact.core import equations
 from artifact.figures.derived import MODE_DERIVED, relative_change
 from artifact.figures.spec import Derived
+from tests.factories import record
 
 UNITS = {"compute_ms": "ms", "e2e_ms": "ms", "comm_role_ms": "ms"}
 
 
 def _record(config_id, mode, rep, metrics, figure="fig8"):
     config = {"gpu": "test", "model": "matmul", "parallelism": "allreduce", "precision": "bf16"}
-    return {
-        "figure": figure,
-        "config_id": config_id,
-        "config": config,
-        "mode": mode,
-        "rep": rep,
-        "metrics": metrics,
-        "units": {k: UNITS[k] for k in metrics},
-    }
+    return record(
+        figure, config_id, mode, rep, config=config, metrics=metrics,
+        units={k: UNITS[k] for k in metrics},
+    )  # fmt: skip
 
 
 def _row(df, mode, metric, config_id="c"):

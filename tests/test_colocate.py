@@ -17,6 +17,7 @@ from artifact.figures.sweeps import PLANNED_GPU, Where
 from artifact.judge import standin
 from artifact.rank import colocate
 from tests.conftest import ROOT
+from tests.factories import record
 
 
 @pytest.mark.parametrize("w", [2, 4])
@@ -256,8 +257,7 @@ def test_a_resumed_twin_keeps_the_pace_its_records_ran_at(tmp_path):
     for rep, cfg in enumerate([{"paced_to_ms": 4.25}, {"paced_to_ms": 4.25}]):
         path = store.record_path("contention", "twin", "overlap", rep)
         path.parent.mkdir(parents=True, exist_ok=True)
-        record = {"figure": "contention", "config_id": "twin", "mode": "overlap", "rep": rep}
-        path.write_text(json.dumps(record | {"config": cfg, "metrics": {}, "provenance": {}}))
+        path.write_text(json.dumps(record("contention", "twin", "overlap", rep, config=cfg)))
     assert _earlier_pace(ctx, "twin") == 4.25
     assert _earlier_pace(ctx, "other") is None
 

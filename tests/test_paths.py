@@ -10,6 +10,7 @@ import pytest
 from artifact import store
 from artifact.core.errors import ArtifactError
 from tests.conftest import run_cli
+from tests.factories import record
 
 
 @pytest.mark.slow
@@ -146,11 +147,11 @@ def test_phase_times_reads_a_folders_time_from_its_logs_and_records(tmp_path):
     for mode in ("overlap", "sequential"):
         d = tmp_path / "records" / "fig4" / "c" / mode
         d.mkdir(parents=True)
-        (d / "rep-000.json").write_text(json.dumps(base | {"mode": mode, "metrics": m}))
+        (d / "rep-000.json").write_text(json.dumps(record(**base, mode=mode, metrics=m)))
     d = tmp_path / "records" / "fig4" / "copied" / "overlap"
     d.mkdir(parents=True)
     (d / "rep-000.json").write_text(
-        json.dumps(base | {"mode": "overlap", "metrics": m, "reused_from": "fig6"})
+        json.dumps(record(**base, mode="overlap", metrics=m, reused_from="fig6"))
     )
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "phase_times.py"), str(tmp_path), "--json"],
                          capture_output=True, text=True, check=True)  # fmt: skip

@@ -17,6 +17,7 @@ from artifact.estimate import model
 from artifact.judge import rehearsal as checks
 from artifact.rank import emulation, mps
 from artifact.store import RunStore
+from tests import factories
 from tests.conftest import run_cli
 
 # --- placement: the device map and the refusals -----------------------------------------
@@ -379,8 +380,7 @@ def test_a_record_without_e2e_has_every_rank_when_each_reports_alike():
     """fig7's power-trace records carry power, not E2E: every rank's numbers are there, so
     the ranks check holds (it failed on the first GPU run that reached fig7)."""
     ranks = [{"power_compute_pct_tdp": 80.0 + k, "samples": 12.0} for k in range(4)]
-    record = {"config_id": "m", "mode": "trace", "rep": 0, "config": {"world_size": 4},
-              "provenance": {}, "per_rank": ranks}  # fmt: skip
+    record = factories.record("fig7", "m", "trace", 0, config={"world_size": 4}, per_rank=ranks)
     assert checks.ranks_check([record]) == []
     ranks[2] = {"samples": 12.0}
     assert checks.ranks_check([record]) == ["m trace rep 0 rank 2: no power_compute_pct_tdp"]

@@ -21,6 +21,7 @@ from artifact.report import plots, write_report
 from artifact.report.facts import stack_deviations
 from artifact.store import RunStore
 from tests.conftest import ROOT, run_cli
+from tests.factories import record
 
 H100 = "NVIDIA H100 80GB HBM3"
 SECTIONS = (
@@ -66,9 +67,9 @@ def _record(out: Path, provenance: dict) -> None:
     path = RunStore(out).record_path("fig4", cid, "overlap", 0)
     path.parent.mkdir(parents=True)
     config = {"model": "gpt3-1.3b", "parallelism": "fsdp", "world_size": 4}
-    record = {"figure": "fig4", "config_id": cid, "config": config, "mode": "overlap", "rep": 0}
-    record |= {"metrics": {"e2e_ms": 300.0}, "units": {"e2e_ms": "ms"}, "provenance": provenance}
-    path.write_text(json.dumps(record))
+    metrics = {"e2e_ms": 300.0}
+    rec = record("fig4", cid, "overlap", 0, config=config, metrics=metrics, provenance=provenance)
+    path.write_text(json.dumps(rec))
     # what summarize writes of the records for the report (which reads no record)
     ran_on = provenance_of(RunStore(out).records())
     (out / "provenance.json").write_text(json.dumps(ran_on))

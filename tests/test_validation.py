@@ -5,6 +5,7 @@ import pytest
 
 from artifact.analyze.aggregate import v2_delays
 from artifact.judge.validation import v1_verdicts, v2_checks, v2_verdicts
+from tests.factories import record
 
 
 def _series(seq_slope: float, overlap_slope: float, noise: float = 0.0, reps: int = 5):
@@ -32,7 +33,7 @@ def _series(seq_slope: float, overlap_slope: float, noise: float = 0.0, reps: in
             for mode in ("sequential", "overlap"):
                 e2e = means[(mode, "e2e_ms")] + jitter
                 metrics = {"e2e_ms": e2e} | ({"delay_ms": delay} if delay else {})
-                records.append({"figure": "v2", "config_id": cid, "mode": mode, "metrics": metrics})
+                records.append(record("v2", cid, mode, rep, metrics=metrics))
     return pd.DataFrame(rows), configs, records
 
 
