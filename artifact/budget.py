@@ -94,19 +94,28 @@ def select(run_args: list[str], budget_s: float) -> tuple[list[str], dict[str, s
     return [f for f in figures if f in kept], left
 
 
-def decided_not_run(run_args: list[str]) -> dict[str, str]:
-    """{figure: why} of the figures the plan runs nothing of here for a reason of the preset
-    and world alone (estimate.model.DECIDED_BY_PLAN: Figs. 10-11 at quick on one GPU)."""
+def plan_rows(plan_argv: list[str]) -> list | None:
+    """The rows `plan PLAN_ARGV` builds; None where the plan cannot draw them (`all` goes
+    on without them, as after its plan stage's exit 2)."""
     from artifact import plan
-    from artifact.estimate import model
 
     ap = argparse.ArgumentParser(add_help=False)
     plan.add_arguments(ap)
-    rows = plan.plan(ap.parse_args(passed(run_args, PLAN_FLAGS)))[2]
-    figures = dict.fromkeys(r.figure for r in rows)
+    try:
+        return plan.plan(ap.parse_args(plan_argv))[2]
+    except (ArtifactError, SystemExit):
+        return None
+
+
+def decided_not_run(run_args: list[str]) -> dict[str, str]:
+    """{figure: why} of the figures the plan runs nothing of here for a reason of the preset
+    and world alone (figures.sweeps.REFUSED_HERE: Figs. 10-11 at quick on one GPU)."""
+    from artifact.estimate import model
+
+    rows = plan_rows(passed(run_args, PLAN_FLAGS)) or []
     return {
         f: next(r.note for r in rows if r.figure == f and r.method == "not run")
-        for f in figures
+        for f in dict.fromkeys(r.figure for r in rows)
         if model.decided_not_run(f, rows)
     }
 
@@ -115,15 +124,8 @@ def disk_left(plan_argv: list[str], out: Path, figures: set[str] | None = None) 
     """Bytes the plan (`plan PLAN_ARGV`) still has to write into `out`: its disk estimate
     (records and repetition 0's traces) of `figures` (None: all), less what their records
     and traces already hold there. None where the plan cannot price it."""
-    from artifact import plan
-
-    ap = argparse.ArgumentParser(add_help=False)
-    plan.add_arguments(ap)
-    try:
-        rows = plan.plan(ap.parse_args(plan_argv))[2]
-    except (ArtifactError, SystemExit):
-        return None
-    return unwritten(rows, out, figures)
+    rows = plan_rows(plan_argv)
+    return None if rows is None else unwritten(rows, out, figures)
 
 
 def unwritten(rows: list, out: Path, figures: set[str] | None = None) -> int:

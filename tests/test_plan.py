@@ -112,6 +112,7 @@ def test_quick_on_one_gpu_records_figs_10_11_not_run_and_starts_nothing_for_them
     assert set(decided_not_run(list(QUICK_1))) == {"fig10", "fig11"}
     assert decided_not_run(["--preset", "quick", "--gpus", "2"]) == {}
     assert decided_not_run([*QUICK_1, "--emulate-world", "4"]) == {}
+    assert decided_not_run(["--preset", "nope"]) == {}  # no plan drawn: `all` goes on
     two = _rows("fig10", "--preset", "quick", "--gpus", "2")
     assert [r.precision for r in two if r.fits] == ["fp32", "fp16", "bf16"]
 

@@ -42,12 +42,12 @@ from artifact.figures import REGISTRY, own_records, runs_aa_repeat, spec_of
 from artifact.figures.sweeps import (
     PLANNED_GPU,
     POWER_LEVELS,
+    REFUSED_HERE,
     ContentionPoint,
     MicroPoint,
     TrainingPoint,
     Where,
     model_at,
-    precision_sweep_refused,
 )
 
 # A phase (artifact.rank.runner.measure_phase): settled, then timed for at least the preset's
@@ -417,15 +417,18 @@ WHY_NONE = {
     f"{POWER_LEVELS} power levels)",
 }
 
-# experiments whose empty sweep the plan's reason explains from the preset and world alone
-# (no reading of the machine): `all` records them "not run" and starts no ranks for them
-DECIDED_BY_PLAN = ("precision_sweep",)
+
+def _refused_here(t: Target, fig: str) -> str | None:
+    """Why `fig` runs nothing here, by the preset and world alone (sweeps.REFUSED_HERE)."""
+    check = REFUSED_HERE.get(spec_of(fig).experiment)
+    return check(t.where) if check else None
 
 
 def decided_not_run(fig: str, rows: list[Row]) -> bool:
-    """Whether `all` records `fig` "not run" without starting it (DECIDED_BY_PLAN)."""
+    """Whether `all` records `fig` "not run" without starting it: a figure of
+    sweeps.REFUSED_HERE whose every row the plan has "not run"."""
     mine = [r for r in rows if r.figure == fig and r.method != "start-up"]
-    return spec_of(fig).experiment in DECIDED_BY_PLAN and all(r.method == "not run" for r in mine)
+    return spec_of(fig).experiment in REFUSED_HERE and all(r.method == "not run" for r in mine)
 
 
 # each kind of configuration's cost model
@@ -447,9 +450,9 @@ def _figure_rows(t: Target, fig: str) -> list[Row]:
                 0, 0, "not run: no power telemetry on a CPU")
         ]  # fmt: skip
     if not points:
-        why = (
-            precision_sweep_refused(t.where) if spec.experiment == "precision_sweep" else None
-        ) or WHY_NONE.get(spec.experiment, "not run: no configuration in this preset")
+        why = _refused_here(t, fig) or WHY_NONE.get(
+            spec.experiment, "not run: no configuration in this preset"
+        )
         return [
             Row(fig, "-", "-", "-", None, t.world, None, "-", None, 0.0, 0.0, "not run", 0, 0, why)
         ]  # fmt: skip
@@ -481,7 +484,7 @@ def build(
     rows = []
     for fig in figures:
         fig_rows = _figure_rows(t, fig)
-        if device == "cuda" and not decided_not_run(fig, fig_rows):
+        if device == "cuda" and not _refused_here(t, fig):
             startup = Row(fig, "(start-up)", "-", "-", None, gpus, None, "-", None,
                           startup_s, startup_s, "start-up", 0, 0)  # fmt: skip
             fig_rows.insert(0, startup)

@@ -210,6 +210,13 @@ def precision_sweep_refused(where: Where) -> str | None:
     return None
 
 
+# experiments whose sweep is empty for a reason of the preset and world alone (no reading
+# of the machine): the plan quotes it, and `all` records them "not run" starting no ranks
+REFUSED_HERE: dict[str, Callable[[Where], str | None]] = {
+    "precision_sweep": precision_sweep_refused
+}
+
+
 def precision_sweep(where: Where, precisions: tuple[str, ...]) -> list[TrainingPoint]:
     """FSDP at the preset's first micro-batch, each model (--models, else the preset's
     precision_models, else its models) in every precision the spec names; none where
