@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from artifact.judge.verdicts import Verdict
 from artifact.store import Record
 
 _TYPED = {f.name for f in fields(Record)} - {"extra"}
@@ -40,3 +41,8 @@ def record(
         **typed,
         extra={k: v for k, v in more.items() if k not in typed},  # a None stays, as written
     ).to_json()
+
+
+def verdict(figure: str = "fig8", item: str = "i", **fields: Any) -> Verdict:
+    """A verdict row (one line of verdicts.csv) with `fields` set and the rest empty."""
+    return Verdict(figure=figure, item=item, **fields)

@@ -12,6 +12,7 @@ from artifact.core import equations
 from artifact.experiments.training import phase_order
 from artifact.judge.compare import compare
 from artifact.rank.modes import OVERLAP_REPEAT, Mode, balanced_order, mode_of, with_repeat
+from tests import factories
 from tests.conftest import run_cli
 from tests.test_compare import _folder, _row
 
@@ -137,7 +138,7 @@ def test_the_floor_gates_only_claims_that_overlap_slows_compute(tmp_path):
     assert not noise.applies({**claim, "kind": "group_greater"})  # slowdowns against each other
     assert not noise.applies({**base, "metric": "slowdown", "aggregate": "mean"})  # a number
     rows = pd.DataFrame(_fig8_rows(FLOOR, FLOOR))
-    verdict = {"verdict": "not reproduced", "reason": "Not above 0."}
+    verdict = factories.verdict(verdict="not reproduced", reason="Not above 0.")
     assert noise.gate(verdict, claim, rows, rows) == verdict  # only 'reproduced' can fall
 
 

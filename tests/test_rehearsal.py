@@ -15,6 +15,7 @@ from artifact.core.config import get_preset
 from artifact.core.errors import ArtifactError
 from artifact.estimate import model
 from artifact.judge import rehearsal as checks
+from artifact.judge.verdicts import Verdict
 from artifact.rank import emulation, mps
 from artifact.store import RunStore
 from tests import factories
@@ -228,15 +229,15 @@ def gloo_rehearsal(tmp_path_factory):
     return out
 
 
-def _verdicts(out: Path) -> dict[str, dict]:
+def _verdicts(out: Path) -> dict[str, Verdict]:
     rows = checks.check_rows(*checks.load(out))
-    return {r["item"]: r for r in rows}
+    return {r.item: r for r in rows}
 
 
 @pytest.mark.slow
 def test_every_functional_check_holds_on_four_gloo_ranks(gloo_rehearsal):
     found = _verdicts(gloo_rehearsal)
-    assert {k: v["verdict"] for k, v in found.items()} == dict.fromkeys(checks.ITEMS, "holds")
+    assert {k: v.verdict for k, v in found.items()} == dict.fromkeys(checks.ITEMS, "holds")
     records = RunStore(gloo_rehearsal).records("fig4")
     assert {r["provenance"]["world_size"] for r in records} == {4}
     assert {r["provenance"]["ranks_per_gpu"] for r in records} == {1}
@@ -333,7 +334,7 @@ def test_each_planted_fault_fails_its_check(gloo_rehearsal, tmp_path, config, mo
     found = _verdicts(planted)
     assert {k for k, v in found.items() if v["verdict"] == "fails"} == breaks
     for item in breaks:  # the reason names where it broke
-        assert config in found[item]["reason"] and mode in found[item]["reason"]
+        assert config in found[item].reason and mode in found[item].reason
 
 
 @pytest.mark.slow
@@ -343,9 +344,9 @@ def test_without_its_reference_the_bytes_check_fails_and_says_why(gloo_rehearsal
     bare = tmp_path / "bare"
     shutil.copytree(gloo_rehearsal, bare, ignore=shutil.ignore_patterns("traces", checks.REFERENCE))
     found = _verdicts(bare)
-    assert found["rehearsal_bytes"]["verdict"] == "fails"
-    assert "no reference" in found["rehearsal_bytes"]["reason"]
-    assert found["rehearsal_collectives"]["verdict"] == "holds"
+    assert found["rehearsal_bytes"].verdict == "fails"
+    assert "no reference" in found["rehearsal_bytes"].reason
+    assert found["rehearsal_collectives"].verdict == "holds"
 
 
 @pytest.mark.slow
@@ -387,8 +388,8 @@ def test_a_record_without_e2e_has_every_rank_when_each_reports_alike():
 
 
 def test_the_checks_read_nothing_as_not_run():
-    found = {r["item"]: r for r in checks.check_rows([], [], [])}
-    assert {v["verdict"] for v in found.values()} == {"not run"}
+    found = {r.item: r for r in checks.check_rows([], [], [])}
+    assert {v.verdict for v in found.values()} == {"not run"}
 
 
 # --- what the first GPU rehearsal found ---------------------------------------------------

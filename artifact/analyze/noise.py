@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
+
+from artifact.judge.verdicts import Verdict
 
 # Eq. 1's name in every figure's summary rows (artifact/figures/derived.py)
 SLOWDOWN_METRICS = ("slowdown",)
@@ -86,11 +88,11 @@ def applies(item: Mapping) -> bool:
     return item.get("metric") in SLOWDOWN_METRICS and item.get("kind") in GATED_KINDS
 
 
-def gate(verdict: dict, item: Mapping, rows: pd.DataFrame, summary: pd.DataFrame) -> dict:
+def gate(verdict: Verdict, item: Mapping, rows: pd.DataFrame, summary: pd.DataFrame) -> Verdict:
     """compare's hook: a claim that overlap slows compute, judged 'reproduced', becomes
     'inconclusive' where a configuration's slowdown does not clear its noise floor.
     `rows` are the claim's Eq. 1 rows, `summary` the whole table (it holds the floors)."""
-    if verdict["verdict"] != "reproduced" or not applies(item):
+    if verdict.verdict != "reproduced" or not applies(item):
         return verdict
     floors = summary[(summary["mode"] == "derived") & (summary["metric"] == FLOOR_METRIC)]
     floors = floors.set_index(["figure", "config_id"])
@@ -108,13 +110,13 @@ def gate(verdict: dict, item: Mapping, rows: pd.DataFrame, summary: pd.DataFrame
     if within:
         reason = (
             f"Within the noise floor (A/A check) in {len(within)} of {len(rows)} "
-            f"configuration(s): {'; '.join(within)}. {verdict['reason']}"
+            f"configuration(s): {'; '.join(within)}. {verdict.reason}"
         )
-        return {**verdict, "verdict": "inconclusive", "reason": reason}
+        return replace(verdict, verdict="inconclusive", reason=reason)
     note = (
         f"No noise floor was measured for {', '.join(unmeasured)} (no A/A repeat in the records)."
         if unmeasured
         else "Every slowdown clears its noise floor (the A/A check of two overlap passes)."
     )
-    reason = verdict["reason"]
-    return {**verdict, "reason": f"{reason}{'' if reason.endswith('.') else '.'} {note}"}
+    reason = verdict.reason
+    return replace(verdict, reason=f"{reason}{'' if reason.endswith('.') else '.'} {note}")

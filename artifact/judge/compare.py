@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +52,12 @@ from artifact.judge.expected import (
 )
 from artifact.judge.figure_status import CPU_REASON, figure_status, not_ran, on_a_cpu
 from artifact.judge.verdicts import (
-    COLUMNS,
     MIN_REPETITIONS,
+    Verdict,
     as_sentence,
     band_verdict,
     counted_in,
+    table,
 )
 from artifact.results import Results
 from artifact.store import RunStore
@@ -104,25 +106,24 @@ def _configurations(n: int) -> str:
 
 def _verdict(
     item, verdict, reason, expected="", tolerance="", mean=math.nan, lo=math.nan, hi=math.nan
-):
-    return {
-        "figure": item["file_figure"],
-        "item": item["id"],
-        "expected": expected,
-        "tolerance": tolerance,
-        "mean": mean,
-        "ci_low": lo,
-        "ci_high": hi,
-        "verdict": verdict,
-        "reason": as_sentence(reason),
-        "statement": item["statement"],
-        "metric": item.get("metric", item.get("greater_metric")),
-        "unit": "ratio" if item.get("aggregate") == "cap_increase" else None,
-        "kind": "derived" if item["rows"].get("mode") == "derived" else "measured",
-        "source": "; ".join(f"{k} {v}" for k, v in item["source"].items()),
-        "item_type": "number" if item["section"] == "numbers" else "claim",
-        "config_id": "",
-    }
+) -> Verdict:
+    return Verdict(
+        figure=item["file_figure"],
+        item=item["id"],
+        expected=expected,
+        tolerance=tolerance,
+        mean=mean,
+        ci_low=lo,
+        ci_high=hi,
+        verdict=verdict,
+        reason=as_sentence(reason),
+        statement=item["statement"],
+        metric=item.get("metric", item.get("greater_metric")),
+        unit="ratio" if item.get("aggregate") == "cap_increase" else None,
+        kind="derived" if item["rows"].get("mode") == "derived" else "measured",
+        source="; ".join(f"{k} {v}" for k, v in item["source"].items()),
+        item_type="number" if item["section"] == "numbers" else "claim",
+    )
 
 
 def mean_of_means(rows: pd.DataFrame) -> tuple[float, float, float]:
@@ -188,7 +189,7 @@ def _scale(item, rows: pd.DataFrame) -> tuple[bool, str]:
     return False, "" if unit == "nan" else unit
 
 
-def judge_number(item, rows: pd.DataFrame, configs: dict) -> dict:
+def judge_number(item, rows: pd.DataFrame, configs: dict) -> Verdict:
     """The equivalence rule every number shares (verdicts.band_verdict): reproduced where
     the 95 % CI lies within [expected - tol, expected + tol], not reproduced where it
     lies wholly outside, inconclusive where it reaches across an edge."""
@@ -217,12 +218,31 @@ def _names(rows: pd.DataFrame) -> list[str]:
     return [f"{c} ({f})" for f, c in zip(rows["figure"], rows["config_id"], strict=True)]
 
 
-# A claim's judge: (holds?, reason, what was expected, mean, ci_low, ci_high), or the
-# reason it cannot be judged (a str: the verdict is "not run"). Holds? is True where the
-# CIs show the claim, False where they show the opposite, None where they show neither
-# (an interval that reaches across the line): "inconclusive", not "not reproduced".
-Judged = tuple[bool | None, str, str, float, float, float] | str
 NAN = math.nan
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a claim's rows show. `holds` is True where the CIs show the claim, False where
+    they show the opposite, None where they show neither (an interval that reaches across
+    the line): "inconclusive", not "not reproduced"."""
+
+    holds: bool | None
+    reason: str
+    expected: str
+    mean: float = NAN
+    lo: float = NAN
+    hi: float = NAN
+
+
+@dataclass(frozen=True)
+class Unjudged:
+    """Why a claim cannot be judged on these rows: its verdict is "not run"."""
+
+    reason: str
+
+
+Judged = Shown | Unjudged
 
 
 def _bounds(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -254,14 +274,14 @@ def _every_row_positive(item, rows: pd.DataFrame, summary, configs) -> Judged:
             f"The CI reaches across 0 in {where}, "
             f"so the data show neither a rise nor its absence: {', '.join(_names(across))}"
         )
-    return holds, reason, "> 0", *mean_of_means(rows)
+    return Shown(holds, reason, "> 0", *mean_of_means(rows))
 
 
 def _group_greater(item, rows: pd.DataFrame, summary, configs) -> Judged:
     a, b = select(rows, item["greater"], None), select(rows, item["lesser"], None)
     greater, lesser = describe_rows(item["greater"]), describe_rows(item["lesser"])
     if a.empty or b.empty:
-        return f"It needs rows for both {greater} and {lesser}."
+        return Unjudged(f"It needs rows for both {greater} and {lesser}.")
     # each group's mean over its configurations, with the CI of that mean
     (a_mean, a_lo, a_hi), (b_mean, b_lo, b_hi) = mean_of_means(a), mean_of_means(b)
     if a_lo > b_hi:
@@ -277,7 +297,7 @@ def _group_greater(item, rows: pd.DataFrame, summary, configs) -> Judged:
         f"{greater}: {_fmt(a_mean)} [{_fmt(a_lo)}, {_fmt(a_hi)}] vs "
         f"{lesser}: {_fmt(b_mean)} [{_fmt(b_lo)}, {_fmt(b_hi)}]" + tail
     )
-    return holds, reason, f"{greater} above {lesser}", a["mean"].mean() - b["mean"].mean(), NAN, NAN
+    return Shown(holds, reason, f"{greater} above {lesser}", a["mean"].mean() - b["mean"].mean())
 
 
 def _metric_greater(item, rows, summary: pd.DataFrame, configs) -> Judged:
@@ -286,7 +306,7 @@ def _metric_greater(item, rows, summary: pd.DataFrame, configs) -> Judged:
     lsr = select(summary, item["rows"], lesser).set_index(["figure", "config_id"])
     common = g.index.intersection(lsr.index)
     if common.empty:
-        return f"no rows with both {greater} and {lesser}"
+        return Unjudged(f"no rows with both {greater} and {lesser}")
     (g_lo, g_hi), (l_lo, l_hi) = _bounds(g.loc[common]), _bounds(lsr.loc[common])
     above, below = g_lo > l_hi, g_hi < l_lo
 
@@ -302,7 +322,7 @@ def _metric_greater(item, rows, summary: pd.DataFrame, configs) -> Judged:
         holds = None
         reason = f"the CIs of {greater} and {lesser} overlap in: {names(~above)}"
     gap = float((g.loc[common, "mean"] - lsr.loc[common, "mean"]).mean())
-    return holds, reason, f"{greater} above {lesser}", gap, NAN, NAN
+    return Shown(holds, reason, f"{greater} above {lesser}", gap)
 
 
 def _monotone(item, rows: pd.DataFrame, summary, configs: dict) -> Judged:
@@ -316,7 +336,7 @@ def _monotone(item, rows: pd.DataFrame, summary, configs: dict) -> Judged:
         if configs.get(c, {}).get(along) is not None
     )
     if len({p[0] for p in pts}) < 2:
-        return f"needs configurations with at least two values of {along}"
+        return Unjudged(f"needs configurations with at least two values of {along}")
     rising = item["kind"] == "increases_with"
     steps = []  # True: the step goes the claimed way, False: the other way, None: unclear
     for (_, _, lo0, hi0), (_, _, lo1, hi1) in itertools.pairwise(pts):
@@ -329,7 +349,7 @@ def _monotone(item, rows: pd.DataFrame, summary, configs: dict) -> Judged:
     )
     if holds is None:
         reason += "; neighbouring CIs overlap, so the trend is not shown either way"
-    return holds, reason, item["kind"].replace("_", " ") + f" {along}", NAN, NAN, NAN
+    return Shown(holds, reason, item["kind"].replace("_", " ") + f" {along}")
 
 
 # the claims that compare configurations with one another
@@ -344,13 +364,14 @@ CLAIM_JUDGES = {
 }
 
 
-def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) -> dict:
+def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) -> Verdict:
     judged = CLAIM_JUDGES[item["kind"]](item, rows, summary, configs)
-    if isinstance(judged, str):
-        return _verdict(item, "not run", judged)
-    holds, reason, expected, mean, lo, hi = judged
-    verdict = {True: "reproduced", False: "not reproduced", None: "inconclusive"}[holds]
-    return _verdict(item, verdict, reason, expected, "", mean, lo, hi)
+    if isinstance(judged, Unjudged):
+        return _verdict(item, "not run", judged.reason)
+    verdict = {True: "reproduced", False: "not reproduced", None: "inconclusive"}[judged.holds]
+    return _verdict(
+        item, verdict, judged.reason, judged.expected, "", judged.mean, judged.lo, judged.hi
+    )
 
 
 def _unjudgeable(item, run: Results) -> str | None:
@@ -392,80 +413,94 @@ def _precondition(item, rows: pd.DataFrame, summary: pd.DataFrame) -> str | None
     return f"{need['why']} ({need['metric']} below {need['at_least']:g} in {'; '.join(short)})"
 
 
-def _with_evidence(v: dict, item, rows: pd.DataFrame, run: Results, checks: list[dict]) -> dict:
+def _with_evidence(
+    v: Verdict, item, rows: pd.DataFrame, run: Results, checks: list[Verdict]
+) -> Verdict:
     """n and the CI method of the rows judged; too few repetitions, slowdowns within their
     A/A noise floor (artifact/analyze/noise.py), a negative control that does not read 0
     (artifact/judge/controls.py) or an unmet precondition make it inconclusive."""
     n = int(rows["n"].min())
-    v["n"] = n
+    v = replace(v, n=n)
     if "ci_method" in rows:
-        v["ci_method"] = "; ".join(sorted(set(rows["ci_method"].dropna().astype(str))))
-    if v["verdict"] in ("reproduced", "not reproduced") and n < MIN_REPETITIONS:
-        v["verdict"] = "inconclusive"
-        v["reason"] = (
-            f"Too few repetitions to judge (n = {n}; a verdict needs {MIN_REPETITIONS}): "
-            + v["reason"]
-        )
+        v = replace(v, ci_method="; ".join(sorted(set(rows["ci_method"].dropna().astype(str)))))
+    if v.judged and n < MIN_REPETITIONS:
+        why = f"Too few repetitions to judge (n = {n}; a verdict needs {MIN_REPETITIONS}): "
+        v = replace(v, verdict="inconclusive", reason=why + v.reason)
     v = _coverage_gate(v, item, rows, run)
     v = noise.gate(v, item, rows, run.summary)
     v = controls.gate(v, item.get("metric"), rows, checks)
-    if v["verdict"] in ("reproduced", "not reproduced") and (
-        why := _precondition(item, rows, run.summary)
-    ):
-        v["verdict"], v["reason"] = "inconclusive", as_sentence(f"{why}. {v['reason']}")
+    if v.judged and (why := _precondition(item, rows, run.summary)):
+        v = replace(v, verdict="inconclusive", reason=as_sentence(f"{why}. {v.reason}"))
     return v
 
 
-def _coverage_gate(v: dict, item, rows: pd.DataFrame, run: Results) -> dict:
+def _coverage_gate(v: Verdict, item, rows: pd.DataFrame, run: Results) -> Verdict:
     """An item about the paper's whole grid (expected/'s `grid`) is judged only on all of
     it: on part, its mean or maximum says nothing of the rest (artifact/judge/coverage.py)."""
     covered = coverage.coverage(item, rows, run.configs)
-    if covered is None or v["verdict"] not in ("reproduced", "not reproduced"):
+    if covered is None or not v.judged:
         return v
     k, big_k = covered
     if k >= big_k:
         return v
-    return v | {
-        "verdict": "inconclusive",
-        "reason": as_sentence(
+    return replace(
+        v,
+        verdict="inconclusive",
+        reason=as_sentence(
             f"The run covers {coverage.coverage_text(k, big_k, item['grid'])}; the item "
             f"speaks of all {big_k}, so it is judged only where all ran "
-            f"(on these it would read {v['verdict']}). {v['reason']}"
+            f"(on these it would read {v.verdict}). {v.reason}"
         ),
-    }
+    )
 
 
-def _v1_gate(v: dict, config_ids: list[str], figure: str, v1: dict) -> dict:
+@dataclass(frozen=True)
+class V1Rows:
+    """V1's rows by (figure whose records, config id): a copy's V1 is its source's."""
+
+    by_reading: dict[tuple[str, str], Verdict] = field(default_factory=dict)
+    copied: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, v1_rows: list[Verdict], copied: dict) -> V1Rows:
+        by_reading: dict = {}
+        for r in v1_rows:
+            by_reading.setdefault((copies.root(r.figure, r.config_id, copied), r.config_id), r)
+        return cls(by_reading, copied)
+
+    def get(self, figure: str, config_id: str) -> Verdict | None:
+        return self.by_reading.get((copies.root(figure, config_id, self.copied), config_id))
+
+
+def _v1_gate(v: Verdict, config_ids: list[str], figure: str, v1: V1Rows) -> Verdict:
     """A proxy's or an emulated configuration's verdict needs its V1 to hold: its
     sequential baseline must be the compute of nocomm, or Eq. 1 measures the stand-in's
-    own bias (one GPU's proxies: V1 fails by 8 to 14 % on an H200). `v1` maps (figure
-    whose records, config id) to the V1 row."""
-    if v["verdict"] not in ("reproduced", "not reproduced"):
+    own bias (one GPU's proxies: V1 fails by 8 to 14 % on an H200)."""
+    if not v.judged:
         return v
     bad = []
     for c in config_ids:
-        row = v1.get((copies.root(figure, c, v1.get("copied", {})), c))
+        row = v1.get(figure, c)
         if row is None:
             bad.append(f"V1 was not measured for {c}")
-        elif row["verdict"] != "holds":
+        elif row.verdict != "holds":
             what = (
-                f"fails by {100 * abs(float(row['mean'])):.1f} %"
-                if row["verdict"] == "fails"
+                f"fails by {100 * abs(float(row.mean)):.1f} %"
+                if row.verdict == "fails"
                 else "is inconclusive"
             )
-            bad.append(
-                f"V1 {what} for {c} ({row['reason'][0].lower()}{row['reason'][1:].rstrip('.')})"
-            )
+            bad.append(f"V1 {what} for {c} ({row.reason[0].lower()}{row.reason[1:].rstrip('.')})")
     if not bad:
         return v
-    return v | {
-        "verdict": "inconclusive",
-        "reason": as_sentence(
+    return replace(
+        v,
+        verdict="inconclusive",
+        reason=as_sentence(
             f"{'; '.join(bad)}: the sequential baseline is not shown to be the compute "
-            f"alone, so the item cannot be read on it (it would read {v['verdict']}). "
-            f"{v['reason']}"
+            f"alone, so the item cannot be read on it (it would read {v.verdict}). "
+            f"{v.reason}"
         ),
-    }
+    )
 
 
 def _not_ran(figures: list[str], run: Results) -> str:
@@ -474,7 +509,7 @@ def _not_ran(figures: list[str], run: Results) -> str:
     return not_ran(figures, lambda f: figure_status(f, run.status, run.summary))
 
 
-def _judge_rows(item, rows: pd.DataFrame, run: Results, checks: list[dict], exp) -> dict:
+def _judge_rows(item, rows: pd.DataFrame, run: Results, checks: list[Verdict]) -> Verdict:
     """One verdict on `rows` (the paper's rows, or one proxy configuration's)."""
     metric = metric_of(item)
     is_number = item["section"] == "numbers"
@@ -484,43 +519,36 @@ def _judge_rows(item, rows: pd.DataFrame, run: Results, checks: list[dict], exp)
         if is_number
         else judge_claim(item, rows, run.summary, run.configs)
     )
-    if v["verdict"] == "not run":
+    if v.verdict == "not run":
         return v
     return _with_evidence(v, item, rows, run, checks)
 
 
-def v1_by_reading(v1_rows: list[dict], copied: dict) -> dict:
-    """V1's rows by (figure whose records, config id): a copy's V1 is its source's."""
-    out: dict = {"copied": copied}
-    for r in v1_rows:
-        out.setdefault((copies.root(r["figure"], r["config_id"], copied), r["config_id"]), r)
-    return out
-
-
 def judge_item(
-    item, run: Results, checks: list[dict] | None = None, v1: dict | None = None
-) -> list[dict]:
+    item, run: Results, checks: list[Verdict] | None = None, v1: V1Rows | None = None
+) -> list[Verdict]:
     """One expected item's verdict row, then one row per proxy configuration it has rows
     of (proxy evidence), then the preview's rows (emulated configurations). `checks` are
-    the negative controls' rows, `v1` V1's (v1_by_reading; computed here if not given)."""
+    the negative controls' rows, `v1` V1's (computed here if not given)."""
     checks = checks or []
     if v1 is None:
-        v1 = v1_by_reading(validation.v1_verdicts(run.summary), copies.sources(run.summary))
+        v1_rows = [Verdict.of(r) for r in validation.v1_verdicts(run.summary)]
+        v1 = V1Rows.of(v1_rows, copies.sources(run.summary))
     paper = _paper_verdicts(item, run, checks, v1)
     previews = _preview_verdicts(item, run, checks, v1)
-    if previews and paper[0]["verdict"] == "not run":
-        paper[0]["reason"] = as_sentence(f"{paper[0]['reason'].rstrip('.')}; {PREVIEW_NOTE}")
+    if previews and paper[0].verdict == "not run":
+        reason = as_sentence(f"{paper[0].reason.rstrip('.')}; {PREVIEW_NOTE}")
+        paper[0] = replace(paper[0], reason=reason)
     return paper + previews
 
 
-def _preview_verdicts(item, run: Results, checks: list[dict], v1: dict) -> list[dict]:
+def _preview_verdicts(item, run: Results, checks: list[Verdict], v1: V1Rows) -> list[Verdict]:
     """The item judged on emulated rows (GPU runs only: a CPU run judges nothing),
     labelled a preview and never counted: a number on each configuration alone, a claim
     across configurations on those emulated at one W together."""
     if not run.gpus or run.preview_rows.empty or _unjudgeable(item, run):
         return []
     is_number = item["section"] == "numbers"
-    exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
     selected = select(run.preview_rows, item["rows"], metric_of(item))
     ids = sorted(set(selected["config_id"]))
     if not is_number and item["kind"] in ACROSS_CONFIGS:
@@ -533,21 +561,19 @@ def _preview_verdicts(item, run: Results, checks: list[dict], v1: dict) -> list[
     out = []
     for group in groups:
         rows = selected[selected["config_id"].isin(group)]
-        v = _judge_rows(item, rows, run, checks, exp)
-        if v["verdict"] != "not run":
+        v = _judge_rows(item, rows, run, checks)
+        if v.verdict != "not run":
             v = _v1_gate(v, group, str(rows["figure"].iloc[0]), v1)
         note = (
             copies.without_copy_note(run.configs.get(group[0], {}).get("note", ""))
             or EMULATED_LIMITS
         )
-        v["reason"] = as_sentence(
-            f"{v['reason'].rstrip('.')}. Emulated preview, not counted: {note}"
-        )
-        out.append(v | {"item_type": "preview", "config_id": "; ".join(group)})
+        reason = as_sentence(f"{v.reason.rstrip('.')}. Emulated preview, not counted: {note}")
+        out.append(replace(v, reason=reason, item_type="preview", config_id="; ".join(group)))
     return out
 
 
-def _paper_verdicts(item, run: Results, checks: list[dict], v1: dict) -> list[dict]:
+def _paper_verdicts(item, run: Results, checks: list[Verdict], v1: V1Rows) -> list[Verdict]:
     """The item's verdict on the paper's rows, then its proxy evidence."""
     is_number = item["section"] == "numbers"
     exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
@@ -560,7 +586,7 @@ def _paper_verdicts(item, run: Results, checks: list[dict], v1: dict) -> list[di
     metric = metric_of(item)
     selected = select(run.judged_rows, item["rows"], metric)
     proxies = [c for c in run.proxy_configs if c in set(selected["config_id"])]
-    evidence = [_proxy_verdict(item, selected, c, run, checks, exp, v1) for c in proxies]
+    evidence = [_proxy_verdict(item, selected, c, run, checks, v1) for c in proxies]
     if (beyond := scope.out_of_scope(item, run)) is not None:  # rows that cannot speak to it
         note = f"; {PROXY_NOTE}" if evidence else ""
         return [_verdict(item, beyond[0], beyond[1] + note, *exp), *evidence]
@@ -580,21 +606,21 @@ def _paper_verdicts(item, run: Results, checks: list[dict], v1: dict) -> list[di
             or f"no {metric} rows for {', '.join(figures)} in this folder"
         )
         return [_verdict(item, "not run", reason, *exp), *evidence]
-    return [_judge_rows(item, rows, run, checks, exp), *evidence]
+    return [_judge_rows(item, rows, run, checks), *evidence]
 
 
 def _proxy_verdict(
-    item, selected: pd.DataFrame, config_id: str, run: Results, checks, exp, v1: dict
-) -> dict:
+    item, selected: pd.DataFrame, config_id: str, run: Results, checks, v1: V1Rows
+) -> Verdict:
     """The item judged on one proxy configuration's rows alone (never averaged with
     another mechanism), labelled proxy evidence; it needs the configuration's V1 to hold."""
     rows = selected[selected["config_id"] == config_id]
-    v = _judge_rows(item, rows, run, checks, exp)
-    if v["verdict"] != "not run":
+    v = _judge_rows(item, rows, run, checks)
+    if v.verdict != "not run":
         v = _v1_gate(v, [config_id], str(rows["figure"].iloc[0]), v1)
     note = copies.without_copy_note(run.configs.get(config_id, {}).get("note", ""))
-    v["reason"] = as_sentence(f"{v['reason'].rstrip('.')}. Proxy evidence, not counted: {note}")
-    return v | {"item_type": "proxy", "config_id": config_id}
+    reason = as_sentence(f"{v.reason.rstrip('.')}. Proxy evidence, not counted: {note}")
+    return replace(v, reason=reason, item_type="proxy", config_id=config_id)
 
 
 def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
@@ -606,19 +632,18 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     control_rows = controls.verdict_rows(run.judged_rows, run.configs)
     # the emulated configurations' controls: a preview too, judged by the same rule
     preview_controls = [
-        c | {"item_type": "preview"} for c in controls.verdict_rows(run.preview_rows, run.configs)
+        replace(c, item_type="preview")
+        for c in controls.verdict_rows(run.preview_rows, run.configs)
     ]
     control_rows += preview_controls
     if not run.gpus:  # a CPU run checks the code path; its numbers judge nothing
-        control_rows = [
-            c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in control_rows
-        ]
-    checks = validation.check_verdicts(run)
-    v1 = v1_by_reading([c for c in checks if c["item"] == validation.V1_ITEM], copied)
+        control_rows = [_on_a_cpu(c) for c in control_rows]
+    checks = [Verdict.of(c) for c in validation.check_verdicts(run)]
+    v1 = V1Rows.of([c for c in checks if c.item == validation.V1_ITEM], copied)
     rows_out = [row for item in items for row in judge_item(item, run, control_rows, v1)]
-    checks += standin.verdict_rows(run.summary, run.configs)
+    checks += [Verdict.of(c) for c in standin.verdict_rows(run.summary, run.configs)]
     if not run.gpus:
-        checks = [c | {"verdict": "not applicable", "reason": CHECK_CPU_REASON} for c in checks]
+        checks = [_on_a_cpu(c) for c in checks]
     if run.rehearsal:  # nothing is judged but whether the path works
         why = rehearsal_reason(run)
         control_rows, rows_out, checks = (
@@ -626,7 +651,7 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
         )
         checks += rehearsal.check_rows(*rehearsal.load(out))
     every = _count_once(control_rows + rows_out + checks, copied, set(run.emulated_configs))
-    verdicts = pd.DataFrame(every, columns=COLUMNS)
+    verdicts = table(every)
     summary = run.summary
     units = summary.groupby("metric")["unit"].first() if "unit" in summary else {}  # rows' unit
     # object first: a column of no unit at all reads as float, which text cannot fill
@@ -654,17 +679,18 @@ def rehearsal_reason(run: Results) -> str:
     )
 
 
-def _unjudged(row: dict, why: str) -> dict:
-    return row | {
-        "verdict": "not applicable",
-        "reason": as_sentence(why),
-        "mean": math.nan,
-        "ci_low": math.nan,
-        "ci_high": math.nan,
-    }
+def _on_a_cpu(row: Verdict) -> Verdict:
+    return replace(row, verdict="not applicable", reason=CHECK_CPU_REASON)
 
 
-def _count_once(rows: list[dict], copied: dict, emulated: set[str]) -> list[dict]:
+def _unjudged(row: Verdict, why: str) -> Verdict:
+    nan = math.nan
+    return replace(
+        row, verdict="not applicable", reason=as_sentence(why), mean=nan, ci_low=nan, ci_high=nan
+    )
+
+
+def _count_once(rows: list[Verdict], copied: dict, emulated: set[str]) -> list[Verdict]:
     """Each row's tally (verdicts.counted_in; a check or control of an emulated
     configuration counts with the preview) and, for a configuration whose records another
     figure measured, `same_records_as`: the row counts once, under the figure that
@@ -673,46 +699,40 @@ def _count_once(rows: list[dict], copied: dict, emulated: set[str]) -> list[dict
     judged: dict[tuple, str] = {}  # a proxy's or preview's reading -> the item that counted it
     out = []
     for row in rows:
-        config = str(row.get("config_id") or "")
-        source = copied.get((row["figure"], config), "")
-        tally = counted_in(row["item_type"], config in emulated)
-        root = copies.root(row["figure"], config, copied)
-        if row["item_type"] in READING_KINDS and config:
+        config = str(row.config_id or "")
+        source = copied.get((row.figure, config), "")
+        tally = counted_in(row.item_type, config in emulated)
+        root = copies.root(row.figure, config, copied)
+        if row.item_type in READING_KINDS and config:
             # items of the paper judged on one-GPU or emulated rows: a reading is the
             # records and the metric, and two items that read the same count it once
             # (the configuration names the records whichever figure's file the item is in;
             # a copy of them under another figure has the same id)
-            reading = (tally, str(row.get("metric")), config)
-            owner = judged.setdefault(reading, row["item"])
-            if owner != row["item"]:
-                why = f"{row['reason'].rstrip('.')} (the same reading as {owner}: counted there)"
-                out.append(
-                    row | {"reason": as_sentence(why), "counted_in": "", "same_records_as": ""}
-                )
+            owner = judged.setdefault((tally, str(row.metric), config), row.item)
+            if owner != row.item:
+                why = f"{row.reason.rstrip('.')} (the same reading as {owner}: counted there)"
+                out.append(replace(row, reason=as_sentence(why), counted_in="", same_records_as=""))
                 continue
-        reading = (tally, row["item"], config, root)
-        if config and row["item_type"] not in ("number", "claim"):
+        reading = (tally, row.item, config, root)
+        if config and row.item_type not in ("number", "claim"):
             # the figure that measured it counts first, then any copy in the order given
-            owner = first.setdefault(
-                reading, reading[3] if _has(rows, reading, copied) else row["figure"]
-            )
-            if owner != row["figure"]:
+            owner = first.setdefault(reading, root if _has(rows, reading) else row.figure)
+            if owner != row.figure:
                 tally = ""
         same = copies.label(source) if source else ""
         if same:
-            row = row | {
-                "reason": as_sentence(f"{row['reason'].rstrip('.')} (same records as {same})")
-            }
-        out.append(row | {"counted_in": tally, "same_records_as": same})
+            row = replace(
+                row, reason=as_sentence(f"{row.reason.rstrip('.')} (same records as {same})")
+            )
+        out.append(replace(row, counted_in=tally, same_records_as=same))
     return out
 
 
-def _has(rows: list[dict], reading: tuple, copied: dict) -> bool:
+def _has(rows: list[Verdict], reading: tuple) -> bool:
     """Whether the figure that measured a reading has a row of it among `rows`."""
     _, item, config, owner = reading
     return any(
-        r["figure"] == owner and r["item"] == item and str(r.get("config_id") or "") == config
-        for r in rows
+        r.figure == owner and r.item == item and str(r.config_id or "") == config for r in rows
     )
 
 

@@ -13,10 +13,11 @@ Every slowdown and penalty is then judged as the effect beyond its control (the
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import pandas as pd
 
-from artifact.judge.verdicts import as_sentence, equivalence
+from artifact.judge.verdicts import Verdict, as_sentence, equivalence
 from artifact.results import is_proxy
 
 # a control "reads 0" where its whole 95 % CI lies within +-1 point: V1's margin
@@ -64,37 +65,37 @@ def _pct(x: float) -> str:
     return f"{100 * x:+.2f}"
 
 
-def verdict_rows(summary: pd.DataFrame, configs: Mapping[str, dict]) -> list[dict]:
+def verdict_rows(summary: pd.DataFrame, configs: Mapping[str, dict]) -> list[Verdict]:
     """The controls as verdict rows (item_type "control"), one per reading."""
     out = []
     for r in readings(summary, configs).to_dict("records"):
         edges = (-CONTROL_MARGIN, CONTROL_MARGIN)
         verdict, why = equivalence(r["ci_low"], r["ci_high"], int(r["n"]), edges, percent=True)
         out.append(
-            {
-                "figure": r["figure"],
-                "item": r["metric"],
-                "expected": "0",
-                "tolerance": f"{CONTROL_MARGIN:g}",
-                "mean": r["mean"],
-                "ci_low": r["ci_low"],
-                "ci_high": r["ci_high"],
-                "verdict": verdict,
-                "reason": as_sentence(
+            Verdict(
+                figure=r["figure"],
+                item=r["metric"],
+                expected="0",
+                tolerance=f"{CONTROL_MARGIN:g}",
+                mean=r["mean"],
+                ci_low=r["ci_low"],
+                ci_high=r["ci_high"],
+                verdict=verdict,
+                reason=as_sentence(
                     f"{WHAT[r['metric']]} with no data moved ({r['source']}): "
                     f"{_pct(r['mean'])} % [{_pct(r['ci_low'])}, {_pct(r['ci_high'])}] %, n = "
                     f"{int(r['n'])}; {why}"
                 ),
-                "n": r["n"],
-                "ci_method": r.get("ci_method", ""),
-                "statement": f"{WHAT[r['metric']]} reads 0 when no data moves",
-                "metric": r["metric"],
-                "unit": "ratio",
-                "kind": "derived",
-                "source": "artifact: negative control",
-                "item_type": "control",
-                "config_id": r["config_id"],
-            }
+                n=r["n"],
+                ci_method=r.get("ci_method", ""),
+                statement=f"{WHAT[r['metric']]} reads 0 when no data moves",
+                metric=r["metric"],
+                unit="ratio",
+                kind="derived",
+                source="artifact: negative control",
+                item_type="control",
+                config_id=r["config_id"],
+            )
         )
     return out
 
@@ -116,14 +117,16 @@ def beyond_control(rows: pd.DataFrame, summary: pd.DataFrame, metric: str) -> pd
     return rows
 
 
-def gate(verdict: dict, metric: str | None, rows: pd.DataFrame, controls: list[dict]) -> dict:
+def gate(
+    verdict: Verdict, metric: str | None, rows: pd.DataFrame, controls: list[Verdict]
+) -> Verdict:
     """A verdict that rests on a control which does not read 0 becomes inconclusive,
     naming the control and its interval. `controls` are verdict_rows' rows."""
     control = CONTROL_OF.get(metric or "")
-    if control is None or verdict["verdict"] not in ("reproduced", "not reproduced"):
+    if control is None or not verdict.judged:
         return verdict
-    by_key = {(c["figure"], c["config_id"]): c for c in controls if c["item"] == control}
-    fallback = {c["figure"]: c for c in controls if c["item"] == control}
+    by_key = {(c.figure, c.config_id): c for c in controls if c.item == control}
+    fallback = {c.figure: c for c in controls if c.item == control}
     bad, missing = [], []
     for r in rows.to_dict("records"):
         c = by_key.get((r["figure"], r["config_id"]))
@@ -133,23 +136,23 @@ def gate(verdict: dict, metric: str | None, rows: pd.DataFrame, controls: list[d
             c = fallback.get(r["figure"])
         if c is None:
             missing.append(r["config_id"])
-        elif c["verdict"] != "holds":
+        elif c.verdict != "holds":
             bad.append(
                 f"{r['config_id']}: {WHAT[control]} with no data moved "
-                f"{_pct(c['mean'])} % [{_pct(c['ci_low'])}, {_pct(c['ci_high'])}] % ({c['verdict']})"
+                f"{_pct(c.mean)} % [{_pct(c.ci_low)}, {_pct(c.ci_high)}] % ({c.verdict})"
             )
-    reason = verdict["reason"].rstrip(".")
+    reason = verdict.reason.rstrip(".")
     if bad:
-        return {
-            **verdict,
-            "verdict": "inconclusive",
-            "reason": f"The negative control does not read 0 in {len(bad)} of {len(rows)} "
+        return replace(
+            verdict,
+            verdict="inconclusive",
+            reason=f"The negative control does not read 0 in {len(bad)} of {len(rows)} "
             f"configuration{'' if len(rows) == 1 else 's'}, so the effect cannot be told from "
             f"the bias: {'; '.join(bad)}. "
             f"{reason}.",
-        }
+        )
     if missing:
         note = f"No negative control was measured for {', '.join(missing)}."
     else:
         note = f"Every negative control ({WHAT[control]}) reads 0."
-    return {**verdict, "reason": f"{reason}. {note}"}
+    return replace(verdict, reason=f"{reason}. {note}")

@@ -29,7 +29,7 @@ from pathlib import Path
 from artifact.core import traffic
 from artifact.core.config import MODELS
 from artifact.core.phases import CONTROL_PHASES, Mode, mode_of
-from artifact.judge.verdicts import as_sentence
+from artifact.judge.verdicts import Verdict, as_sentence
 from artifact.store import RunStore
 
 REFERENCE = "reference"  # OUT/reference/: the emulated reference run's folder
@@ -188,7 +188,7 @@ def zero_bytes_check(records: list[dict]) -> list[str]:
     return broken
 
 
-def _row(item: str, broken: list[str], n: int, what: str) -> dict:
+def _row(item: str, broken: list[str], n: int, what: str) -> Verdict:
     if not n:
         verdict, reason = "not run", f"no {what} to check"
     elif broken:
@@ -199,16 +199,15 @@ def _row(item: str, broken: list[str], n: int, what: str) -> dict:
         )
     else:
         verdict, reason = "holds", f"every one of {n} {what} checked"
-    return {
-        "figure": FIGURE,
-        "item": item,
-        "verdict": verdict,
-        "reason": as_sentence(reason),
-        "statement": ITEMS[item],
-        "n": n,
-        "item_type": "check",
-        "config_id": "",
-    }
+    return Verdict(
+        figure=FIGURE,
+        item=item,
+        verdict=verdict,
+        reason=as_sentence(reason),
+        statement=ITEMS[item],
+        n=n,
+        item_type="check",
+    )
 
 
 def load(out: Path) -> tuple[list[dict], list[dict], list[dict]]:
@@ -219,7 +218,9 @@ def load(out: Path) -> tuple[list[dict], list[dict], list[dict]]:
     return records, [r for r in records if _counted(r)], reference
 
 
-def check_rows(records: Iterable[dict], counted: list[dict], reference: list[dict]) -> list[dict]:
+def check_rows(
+    records: Iterable[dict], counted: list[dict], reference: list[dict]
+) -> list[Verdict]:
     """The four functional checks as verdict rows."""
     records = list(records)
     controls = [r for r in counted if r["mode"] in CONTROL_PHASES]

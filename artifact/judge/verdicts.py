@@ -3,8 +3,12 @@ only reads it; docs/design.md section 5)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -27,33 +31,61 @@ PREVIEW_VERDICTS = tuple(dict.fromkeys(VERDICTS + CHECK_VERDICTS))
 # (docs/measurement.md, "Statistics"): at n = 3 even an honest interval is too wide to
 # tell much, and the bootstrap intervals this replaced covered the truth only 73 % of the time.
 MIN_REPETITIONS = 5
-COLUMNS = [
-    "figure",
-    "item",
-    "expected",
-    "tolerance",
-    "mean",
-    "ci_low",
-    "ci_high",
-    "verdict",
-    "reason",
-    "n",
-    "ci_method",
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One row of verdicts.csv; COLUMNS are its fields, in order. A field left None or NaN
+    is an empty cell."""
+
+    figure: str
+    item: str
+    expected: str | None = None
+    tolerance: str | None = None
+    mean: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    verdict: str = ""
+    reason: str = ""
+    n: float = math.nan
+    ci_method: str | None = None
     # the paper's item, for a reader: its statement, the metric and unit of expected /
     # mean / CI ('ratio': 0.189 is 18.9 %), measured or derived, and where in the paper
-    "statement",
-    "metric",
-    "unit",
-    "kind",
-    "source",
-    "item_type",  # number / claim (expected/*.yaml) or check (V1, V2: artifact.judge.validation)
-    "config_id",  # a check's configuration (empty: the item spans configurations)
+    statement: str | None = None
+    metric: str | None = None
+    unit: str | None = None
+    kind: str | None = None
+    source: str | None = None
+    item_type: str = ""  # number / claim (expected/*.yaml), check (V1, V2), control, ...
+    config_id: str = ""  # a check's configuration (empty: the item spans configurations)
     # the tally the row counts in (COUNTED_IN: "paper" is the paper's), so a script counts
     # verdicts.csv with no knowledge of item types; empty: a copied configuration's row,
     # counted once under the figure `same_records_as` names (FigureSpec.reuses)
-    "counted_in",
-    "same_records_as",
-]
+    counted_in: str = ""
+    same_records_as: str = ""
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Verdict:
+        """A row built as a mapping (a judge of its own); a key not in COLUMNS is refused."""
+        if unknown := set(row) - set(COLUMNS):
+            raise TypeError(f"not a verdict column: {', '.join(sorted(unknown))}")
+        return cls(**row)
+
+    def row(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @property
+    def judged(self) -> bool:
+        """Whether the verdict reads either way (reproduced or not reproduced)."""
+        return self.verdict in ("reproduced", "not reproduced")
+
+
+COLUMNS = [f.name for f in dataclasses.fields(Verdict)]
+
+
+def table(verdicts: Iterable[Verdict]) -> pd.DataFrame:
+    """verdicts.csv's table of `verdicts`, in COLUMNS' order."""
+    return pd.DataFrame([v.row() for v in verdicts], columns=COLUMNS)
 
 
 def as_sentence(text: str) -> str:
