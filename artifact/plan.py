@@ -24,7 +24,7 @@ from artifact.core.units import GIB, duration, size
 from artifact.estimate import adaptive, items, model, reference
 from artifact.estimate.model import Row, build, figures_of, totals
 from artifact.figures import all_figures, spec_of
-from artifact.judge.expected import EXPECTED_DIR, load_expected
+from artifact.judge.expected import EXPECTED_DIR, ExpectedItem, load_expected
 from artifact.judge.figure_status import CPU_REASON, on_a_cpu
 
 __all__ = [
@@ -172,7 +172,7 @@ def rows(
     return plan(args)[2]
 
 
-def _paper_items() -> list[dict] | None:
+def _paper_items() -> list[ExpectedItem] | None:
     """expected/'s items, or None where there is no expected/ (a wheel installed outside
     the checkout carries none: the plan then prices without them)."""
     return load_expected() if EXPECTED_DIR.is_dir() else None
@@ -210,14 +210,14 @@ def item_states(
     on GPUs the GPU's name is not known here, so an item scoped to other GPUs shows as
     judged (compare then says "not applicable")."""
     if device == "cpu":
-        return {i["id"]: on_a_cpu(i, lambda f: figure_category(rows, f)) for i in paper}
+        return {i.id: on_a_cpu(i, lambda f: figure_category(rows, f)) for i in paper}
     left = items.unjudged(rows, paper)
     here = items.not_applicable_here(rows, paper, device, emulated)
     return {
-        i["id"]: ("not run", left[i["id"]])
-        if i["id"] in left
-        else ("not applicable", here[i["id"]])
-        if i["id"] in here
+        i.id: ("not run", left[i.id])
+        if i.id in left
+        else ("not applicable", here[i.id])
+        if i.id in here
         else ("judged", "")
         for i in paper
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from artifact.judge.expected import ExpectedItem
 from artifact.judge.verdicts import Verdict
 from artifact.store import Record
 
@@ -46,3 +47,12 @@ def record(
 def verdict(figure: str = "fig8", item: str = "i", **fields: Any) -> Verdict:
     """A verdict row (one line of verdicts.csv) with `fields` set and the rest empty."""
     return Verdict(figure=figure, item=item, **fields)
+
+
+def expected_item(
+    id: str = "i", section: str = "claims", file_figure: str = "fig8", **fields: Any
+) -> ExpectedItem:
+    """An item of expected/ (a claim unless `section` says "numbers") with `fields` set,
+    matching every row of its figure and measured on any GPU."""
+    fields = {"statement": "s", "rows": {}, "source": {}, "scope": "any", **fields}
+    return ExpectedItem(id=id, section=section, file_figure=file_figure, **fields)

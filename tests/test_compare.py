@@ -296,7 +296,7 @@ def test_cpu_run_says_which_figures_did_not_run(tmp_path, expected_dir):
 
 def test_the_shipped_expected_files_load():
     items = load_expected()
-    ids = {i["id"] for i in items}
+    ids = {i.id for i in items}
     assert {
         "compute_slowdown_mean",
         "sequential_penalty_max",
@@ -304,7 +304,7 @@ def test_the_shipped_expected_files_load():
         "fsdp_slows_more_than_pipeline",
         "stricter_cap_slower",
     } <= ids
-    assert all(i["tolerance_why"] for i in items if i["section"] == "numbers")
+    assert all(i.tolerance_why for i in items if i.is_number)
 
 
 @pytest.mark.parametrize(

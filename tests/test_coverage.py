@@ -162,7 +162,7 @@ H200_EQUIVALENT = (0.3, 0.6, 1.2)
 def _ratio_tolerances() -> list[float]:
     from artifact.judge.expected import load_expected
 
-    tols = {float(i["tolerance"]) for i in load_expected() if i["section"] == "numbers"}
+    tols = {float(i.tolerance) for i in load_expected() if i.is_number}
     return sorted(t for t in tols if t < 1)
 
 

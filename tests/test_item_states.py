@@ -41,7 +41,7 @@ def plan_states(*argv: str) -> dict[str, str]:
 
 
 def compare_states(run: Results) -> dict[str, str]:
-    return {item["id"]: judge_item(item, run)[0].verdict for item in load_expected()}
+    return {item.id: judge_item(item, run)[0].verdict for item in load_expected()}
 
 
 def test_the_plan_and_compare_agree_on_a_cpu_run(cpu_run):

@@ -3,6 +3,7 @@ judgement that a slowdown claim holds only where each slowdown clears its floor.
 
 import json
 import math
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -131,12 +132,12 @@ def test_compare_a_slowdown_claim_that_clears_the_floor_is_reproduced(tmp_path):
 
 
 def test_the_floor_gates_only_claims_that_overlap_slows_compute(tmp_path):
-    base = {"statement": "s", "source": {}, "scope": "any", "rows": {}}
-    claim = {**base, "kind": "every_row_positive", "metric": "slowdown"}
+    claim = factories.expected_item(kind="every_row_positive", metric="slowdown")
     assert noise.applies(claim)
-    assert not noise.applies({**claim, "metric": "peak_power_increase"})
-    assert not noise.applies({**claim, "kind": "group_greater"})  # slowdowns against each other
-    assert not noise.applies({**base, "metric": "slowdown", "aggregate": "mean"})  # a number
+    assert not noise.applies(replace(claim, metric="peak_power_increase"))
+    assert not noise.applies(replace(claim, kind="group_greater"))  # slowdowns against each other
+    number = factories.expected_item(section="numbers", metric="slowdown", aggregate="mean")
+    assert not noise.applies(number)
     rows = pd.DataFrame(_fig8_rows(FLOOR, FLOOR))
     verdict = factories.verdict(verdict="not reproduced", reason="Not above 0.")
     assert noise.gate(verdict, claim, rows, rows) == verdict  # only 'reproduced' can fall

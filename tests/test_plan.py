@@ -331,12 +331,12 @@ def test_review_feeds_every_headline_item_within_a_working_day():
 
     rows = _rows(*REVIEW_4X80)
     expected = load_expected()
-    opt_in = {i["id"] for i in expected if i["file_figure"] == "fig9"}
+    opt_in = {i.id for i in expected if i.file_figure == "fig9"}
     assert opt_in == {"strict_cap_e2e", "stricter_cap_slower"}
-    headline = [i for i in expected if i["id"] not in opt_in]
+    headline = [i for i in expected if i.id not in opt_in]
     assert len(headline) >= 20
     for item in headline:
-        assert any(item["id"] in r.feeds for r in rows if r.runs), item["id"]
+        assert any(item.id in r.feeds for r in rows if r.runs), item.id
     assert set(items.unjudged(rows, expected)) == opt_in
     assert model.totals(rows)["time_s"] <= 8 * 3600
     # the smallest set: one micro-batch, two model sizes (slowdown grows with size)

@@ -70,8 +70,8 @@ def test_every_item_of_expected_declares_what_can_speak_to_it():
 
 
 def test_large_model_claims_need_large_models():
-    large = [i for i in load_expected() if "large models" in i["statement"]]
-    assert large and all(i["needs"].get("min_params_b", 0) >= 6.7 for i in large)
+    large = [i for i in load_expected() if "large models" in i.statement]
+    assert large and all(i.needs.get("min_params_b", 0) >= 6.7 for i in large)
 
 
 def test_a_one_rank_run_judges_no_four_gpu_item_and_says_what_it_lacks(tmp_path, items_dir):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from artifact.judge.expected import ExpectedItem
 from artifact.judge.verdicts import Verdict
 
 # Eq. 1's name in every figure's summary rows (artifact/figures/derived.py)
@@ -83,12 +84,14 @@ def judge(slowdown: Mapping, floor: Mapping | None) -> Judgement:
     )
 
 
-def applies(item: Mapping) -> bool:
+def applies(item: ExpectedItem) -> bool:
     """Whether an expected/ item claims that overlap slows compute (Eq. 1 > 0 everywhere)."""
-    return item.get("metric") in SLOWDOWN_METRICS and item.get("kind") in GATED_KINDS
+    return item.metric in SLOWDOWN_METRICS and item.kind in GATED_KINDS
 
 
-def gate(verdict: Verdict, item: Mapping, rows: pd.DataFrame, summary: pd.DataFrame) -> Verdict:
+def gate(
+    verdict: Verdict, item: ExpectedItem, rows: pd.DataFrame, summary: pd.DataFrame
+) -> Verdict:
     """compare's hook: a claim that overlap slows compute, judged 'reproduced', becomes
     'inconclusive' where a configuration's slowdown does not clear its noise floor.
     `rows` are the claim's Eq. 1 rows, `summary` the whole table (it holds the floors)."""

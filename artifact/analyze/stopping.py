@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from artifact.judge.expected import ExpectedItem
+
 MIN_REPETITIONS = 5  # = artifact.judge.verdicts.MIN_REPETITIONS (a test checks they agree)
 NARROW_FRACTION = 0.25  # the CI half-width aimed at, as a fraction of the item's tolerance
 T_PILOT = float(stats.t.ppf(0.975, MIN_REPETITIONS - 1))  # Stein's quantile: the pilot's
@@ -41,15 +43,13 @@ T_PILOT = float(stats.t.ppf(0.975, MIN_REPETITIONS - 1))  # Stein's quantile: th
 ALONE = "world size 1: no data moves, so no item of expected/ is judged from it"
 
 
-def item_tolerance(item: dict[str, Any], items: list[dict[str, Any]]) -> float | None:
+def item_tolerance(item: ExpectedItem[str, Any], items: list[ExpectedItem]) -> float | None:
     """A number's tolerance; a claim has none, so it takes the smallest tolerance of the
     numbers over its metric (Eq. 1: 0.05), None where no number has that metric."""
-    if item["section"] == "numbers":
-        return float(item["tolerance"])
-    metric = item.get("metric")
-    same = [
-        float(i["tolerance"]) for i in items if i["section"] == "numbers" and i["metric"] == metric
-    ]
+    if item.is_number:
+        return float(item.tolerance)
+    metric = item.metric
+    same = [float(i.tolerance) for i in items if i.is_number and i.metric == metric]
     return min(same) if same else None
 
 

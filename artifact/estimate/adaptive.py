@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 
 from artifact.analyze import stopping
 from artifact.core.config import Preset
 from artifact.estimate import reference as ref
 from artifact.estimate.model import Row
+from artifact.judge.expected import ExpectedItem
 
 METHOD = (
     "repetitions by the stopping rule (docs/measurement.md, 'Adaptive repetitions'; what "
@@ -33,23 +33,23 @@ def method_text(preset: Preset) -> str:
     return METHOD.format(reps=preset.reps, run=ref.source("pilot_half_width"))
 
 
-def expected_reps(row: Row, items: list[dict[str, Any]], max_reps: int) -> tuple[int, str]:
+def expected_reps(row: Row, items: list[ExpectedItem], max_reps: int) -> tuple[int, str]:
     """(N, why) for one configuration: the smallest tolerance per metric of the items it
     feeds, against the pilot half-width of its parallelism/precision/metric."""
     pilots = ref.values("pilot_half_width")
     pilot: dict[str, tuple[float, float]] = {}
     for item in items:
-        tol = stopping.item_tolerance(item, items) if item["id"] in row.feeds else None
+        tol = stopping.item_tolerance(item, items) if item.id in row.feeds else None
         if tol is None:
             continue
-        hw = pilots.get(f"{row.parallelism}/{row.precision}/{item['metric']}")
-        if hw is not None and (item["metric"] not in pilot or tol < pilot[item["metric"]][1]):
-            pilot[item["metric"]] = (hw, tol)
+        hw = pilots.get(f"{row.parallelism}/{row.precision}/{item.metric}")
+        if hw is not None and (item.metric not in pilot or tol < pilot[item.metric][1]):
+            pilot[item.metric] = (hw, tol)
     return stopping.decide(pilot, max_reps)
 
 
 def apply(
-    preset: Preset, rows: list[Row], build: Callable[[Preset], list[Row]], items: list[dict]
+    preset: Preset, rows: list[Row], build: Callable[[Preset], list[Row]], items: list[ExpectedItem]
 ) -> list[Row]:
     """Rows re-priced at the rule's repetitions. One repetition's cost of each row is
     the difference from the same plan at one repetition fewer (`build`)."""

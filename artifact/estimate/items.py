@@ -17,6 +17,7 @@ from typing import Any
 
 from artifact.core.config import get_model
 from artifact.estimate.model import Row
+from artifact.judge.expected import ExpectedItem
 
 # the filter keys a plan row carries; `mode` is not one: every configuration runs every mode
 ROW_KEYS = ("figure", "model", "parallelism", "precision")
@@ -30,9 +31,9 @@ def _selects(filters: dict[str, Any], row: Row) -> bool:
     return all(getattr(row, k) in _as_list(filters[k]) for k in ROW_KEYS if k in filters)
 
 
-def feeds(row: Row, item: dict[str, Any]) -> bool:
+def feeds(row: Row, item: ExpectedItem[str, Any]) -> bool:
     """Whether a configuration that runs is one of the item's rows."""
-    return bool(row.runs) and row.fits is not None and _selects(item["rows"], row)
+    return bool(row.runs) and row.fits is not None and _selects(item.rows, row)
 
 
 def _along(row: Row, field: str) -> Any:
@@ -41,39 +42,39 @@ def _along(row: Row, field: str) -> Any:
     return getattr(row, field, None)
 
 
-def why_unjudged(item: dict[str, Any], rows: Iterable[Row]) -> str | None:
+def why_unjudged(item: ExpectedItem[str, Any], rows: Iterable[Row]) -> str | None:
     """Why the plan's configurations cannot judge `item` (None: they can)."""
     rows = list(rows)
     fed = [r for r in rows if feeds(r, item)]
     if not fed:
         # a figure recorded "not run" says why (fig9: --allow-power-cap)
-        figures = _as_list(item["rows"].get("figure", []))
+        figures = _as_list(item.rows.get("figure", []))
         notes = [r.note for r in rows if r.figure in figures and r.note.startswith("not run")]
         return notes[0] if notes else "no configuration of this plan feeds it"
-    kind = item.get("kind")
+    kind = item.kind
     monotone = kind in ("increases_with", "decreases_with")
-    if monotone and len({_along(r, item["along"]) for r in fed}) < 2:
-        return f"it needs configurations with at least two values of {item['along']}"
+    if monotone and len({_along(r, item.along) for r in fed}) < 2:
+        return f"it needs configurations with at least two values of {item.along}"
     if kind == "group_greater":
         for side in ("greater", "lesser"):
-            if not any(_selects(item[side], r) for r in fed):
-                sides = ", ".join(f"{k} {v}" for k, v in item[side].items())
+            if not any(_selects(getattr(item, side), r) for r in fed):
+                sides = ", ".join(f"{k} {v}" for k, v in getattr(item, side).items())
                 return f"it needs a configuration with {sides}"
     return None
 
 
-def fed_items(rows: list[Row], items: list[dict[str, Any]]) -> list[list[str]]:
+def fed_items(rows: list[Row], items: list[ExpectedItem]) -> list[list[str]]:
     """For each row, the ids of the items it feeds (in expected/'s order)."""
-    return [[i["id"] for i in items if feeds(r, i)] for r in rows]
+    return [[i.id for i in items if feeds(r, i)] for r in rows]
 
 
-def unjudged(rows: list[Row], items: list[dict[str, Any]]) -> dict[str, str]:
+def unjudged(rows: list[Row], items: list[ExpectedItem]) -> dict[str, str]:
     """item id -> why the plan leaves it unjudged."""
     out = {}
     for item in items:
         why = why_unjudged(item, rows)
         if why:
-            out[item["id"]] = why
+            out[item.id] = why
     return out
 
 
@@ -85,7 +86,7 @@ EMULATED_NOTE = "emulated: a preview beside the paper's numbers, never counted"
 
 
 def not_applicable_here(
-    rows: list[Row], items: list[dict[str, Any]], device: str, emulated: bool
+    rows: list[Row], items: list[ExpectedItem], device: str, emulated: bool
 ) -> dict[str, str]:
     """item id -> why the report will not count it on this hardware, among the items the
     plan's configurations can judge: compare decides the same from the records (a CPU
@@ -98,13 +99,13 @@ def not_applicable_here(
         if why_unjudged(item, rows) is not None:
             continue
         if device == "cpu":
-            out[item["id"]] = CPU_NOTE
+            out[item.id] = CPU_NOTE
             continue
         counted = [r for r in rows if feeds(r, item) and not (emulated and r.gpus > 1)]
         if not counted:
-            out[item["id"]] = EMULATED_NOTE
-        elif max(r.gpus for r in counted) < item.get("needs", {}).get("world", 1):
-            out[item["id"]] = ONE_GPU_NOTE  # its scope (expected/ needs), as compare reads it
+            out[item.id] = EMULATED_NOTE
+        elif max(r.gpus for r in counted) < item.needs.get("world", 1):
+            out[item.id] = ONE_GPU_NOTE  # its scope (expected/ needs), as compare reads it
         elif all(r.gpus == 1 for r in counted) and metric_of(item) in NEEDS_COMMUNICATION:
-            out[item["id"]] = ONE_GPU_NOTE
+            out[item.id] = ONE_GPU_NOTE
     return out

@@ -44,6 +44,7 @@ from artifact.judge import controls, copies, coverage, rehearsal, scope, standin
 from artifact.judge.expected import (
     EXPECTED_DIR,
     NEEDS_COMMUNICATION,
+    ExpectedItem,
     as_list,
     for_gpus,
     load_expected,
@@ -105,11 +106,18 @@ def _configurations(n: int) -> str:
 
 
 def _verdict(
-    item, verdict, reason, expected="", tolerance="", mean=math.nan, lo=math.nan, hi=math.nan
+    item: ExpectedItem,
+    verdict,
+    reason,
+    expected="",
+    tolerance="",
+    mean=math.nan,
+    lo=math.nan,
+    hi=math.nan,
 ) -> Verdict:
     return Verdict(
-        figure=item["file_figure"],
-        item=item["id"],
+        figure=item.file_figure,
+        item=item.id,
         expected=expected,
         tolerance=tolerance,
         mean=mean,
@@ -117,12 +125,12 @@ def _verdict(
         ci_high=hi,
         verdict=verdict,
         reason=as_sentence(reason),
-        statement=item["statement"],
-        metric=item.get("metric", item.get("greater_metric")),
-        unit="ratio" if item.get("aggregate") == "cap_increase" else None,
-        kind="derived" if item["rows"].get("mode") == "derived" else "measured",
-        source="; ".join(f"{k} {v}" for k, v in item["source"].items()),
-        item_type="number" if item["section"] == "numbers" else "claim",
+        statement=item.statement,
+        metric=item.metric or item.greater_metric,
+        unit="ratio" if item.aggregate == "cap_increase" else None,
+        kind="derived" if item.rows.get("mode") == "derived" else "measured",
+        source="; ".join(f"{k} {v}" for k, v in item.source.items()),
+        item_type="number" if item.is_number else "claim",
     )
 
 
@@ -144,10 +152,12 @@ def mean_of_means(rows: pd.DataFrame) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def _aggregate(item, rows: pd.DataFrame, configs: dict) -> tuple[float, float, float, str]:
-    agg = item["aggregate"]
+def _aggregate(
+    item: ExpectedItem, rows: pd.DataFrame, configs: dict
+) -> tuple[float, float, float, str]:
+    agg = item.aggregate
     covered = coverage.coverage(item, rows, configs)
-    over = coverage.coverage_text(*covered, item["grid"]) if covered else _configurations(len(rows))
+    over = coverage.coverage_text(*covered, item.grid) if covered else _configurations(len(rows))
     if agg == "mean":
         mean, lo, hi = mean_of_means(rows)
         return mean, lo, hi, f"the mean over {over}, with the CI of that mean"
@@ -179,21 +189,21 @@ def _aggregate(item, rows: pd.DataFrame, configs: dict) -> tuple[float, float, f
     )
 
 
-def _scale(item, rows: pd.DataFrame) -> tuple[bool, str]:
+def _scale(item: ExpectedItem, rows: pd.DataFrame) -> tuple[bool, str]:
     """(percent, unit): ratios (0.189) read in % and gaps in points; % of TDP as such."""
     unit = str(rows["unit"].iloc[0]) if "unit" in rows and not rows.empty else ""
-    if item.get("aggregate") == "cap_increase" or unit == "ratio":
+    if item.aggregate == "cap_increase" or unit == "ratio":
         return True, ""
-    if unit == "%" and str(item.get("metric", "")).endswith("_pct_tdp"):
+    if unit == "%" and str(item.metric or "").endswith("_pct_tdp"):
         return False, "% of TDP"
     return False, "" if unit == "nan" else unit
 
 
-def judge_number(item, rows: pd.DataFrame, configs: dict) -> Verdict:
+def judge_number(item: ExpectedItem, rows: pd.DataFrame, configs: dict) -> Verdict:
     """The equivalence rule every number shares (verdicts.band_verdict): reproduced where
     the 95 % CI lies within [expected - tol, expected + tol], not reproduced where it
     lies wholly outside, inconclusive where it reaches across an edge."""
-    value, tol = float(item["value"]), float(item["tolerance"])
+    value, tol = float(item.value), float(item.tolerance)
     mean, lo, hi, how = _aggregate(item, rows, configs)
     band = (value - tol, value + tol)
     exp, tols = _fmt(value), _fmt(tol)
@@ -250,7 +260,7 @@ def _bounds(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return rows["ci_low"].fillna(rows["mean"]), rows["ci_high"].fillna(rows["mean"])
 
 
-def _every_row_positive(item, rows: pd.DataFrame, summary, configs) -> Judged:
+def _every_row_positive(item: ExpectedItem, rows: pd.DataFrame, summary, configs) -> Judged:
     lo, hi = _bounds(rows)
     below, across = rows[hi <= 0], rows[(lo <= 0) & (hi > 0)]
     if below.empty and across.empty:
@@ -277,9 +287,9 @@ def _every_row_positive(item, rows: pd.DataFrame, summary, configs) -> Judged:
     return Shown(holds, reason, "> 0", *mean_of_means(rows))
 
 
-def _group_greater(item, rows: pd.DataFrame, summary, configs) -> Judged:
-    a, b = select(rows, item["greater"], None), select(rows, item["lesser"], None)
-    greater, lesser = describe_rows(item["greater"]), describe_rows(item["lesser"])
+def _group_greater(item: ExpectedItem, rows: pd.DataFrame, summary, configs) -> Judged:
+    a, b = select(rows, item.greater, None), select(rows, item.lesser, None)
+    greater, lesser = describe_rows(item.greater), describe_rows(item.lesser)
     if a.empty or b.empty:
         return Unjudged(f"It needs rows for both {greater} and {lesser}.")
     # each group's mean over its configurations, with the CI of that mean
@@ -300,10 +310,10 @@ def _group_greater(item, rows: pd.DataFrame, summary, configs) -> Judged:
     return Shown(holds, reason, f"{greater} above {lesser}", a["mean"].mean() - b["mean"].mean())
 
 
-def _metric_greater(item, rows, summary: pd.DataFrame, configs) -> Judged:
-    greater, lesser = item["greater_metric"], item["lesser_metric"]
-    g = select(summary, item["rows"], greater).set_index(["figure", "config_id"])
-    lsr = select(summary, item["rows"], lesser).set_index(["figure", "config_id"])
+def _metric_greater(item: ExpectedItem, rows, summary: pd.DataFrame, configs) -> Judged:
+    greater, lesser = item.greater_metric, item.lesser_metric
+    g = select(summary, item.rows, greater).set_index(["figure", "config_id"])
+    lsr = select(summary, item.rows, lesser).set_index(["figure", "config_id"])
     common = g.index.intersection(lsr.index)
     if common.empty:
         return Unjudged(f"no rows with both {greater} and {lesser}")
@@ -325,10 +335,10 @@ def _metric_greater(item, rows, summary: pd.DataFrame, configs) -> Judged:
     return Shown(holds, reason, f"{greater} above {lesser}", gap)
 
 
-def _monotone(item, rows: pd.DataFrame, summary, configs: dict) -> Judged:
+def _monotone(item: ExpectedItem, rows: pd.DataFrame, summary, configs: dict) -> Judged:
     """increases_with / decreases_with a configuration field: each step along it, from one
     value's CI to the next one's (the rows in the field's order)."""
-    along = item["along"]
+    along = item.along
     lo, hi = _bounds(rows)
     pts = sorted(
         (configs.get(c, {}).get(along), m, a, b)
@@ -337,7 +347,7 @@ def _monotone(item, rows: pd.DataFrame, summary, configs: dict) -> Judged:
     )
     if len({p[0] for p in pts}) < 2:
         return Unjudged(f"needs configurations with at least two values of {along}")
-    rising = item["kind"] == "increases_with"
+    rising = item.kind == "increases_with"
     steps = []  # True: the step goes the claimed way, False: the other way, None: unclear
     for (_, _, lo0, hi0), (_, _, lo1, hi1) in itertools.pairwise(pts):
         up, down = lo1 > hi0, hi1 < lo0
@@ -349,7 +359,7 @@ def _monotone(item, rows: pd.DataFrame, summary, configs: dict) -> Judged:
     )
     if holds is None:
         reason += "; neighbouring CIs overlap, so the trend is not shown either way"
-    return Shown(holds, reason, item["kind"].replace("_", " ") + f" {along}")
+    return Shown(holds, reason, item.kind.replace("_", " ") + f" {along}")
 
 
 # the claims that compare configurations with one another
@@ -364,8 +374,10 @@ CLAIM_JUDGES = {
 }
 
 
-def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) -> Verdict:
-    judged = CLAIM_JUDGES[item["kind"]](item, rows, summary, configs)
+def judge_claim(
+    item: ExpectedItem, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict
+) -> Verdict:
+    judged = CLAIM_JUDGES[item.kind](item, rows, summary, configs)
     if isinstance(judged, Unjudged):
         return _verdict(item, "not run", judged.reason)
     verdict = {True: "reproduced", False: "not reproduced", None: "inconclusive"}[judged.holds]
@@ -374,31 +386,35 @@ def judge_claim(item, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict) 
     )
 
 
-def _unjudgeable(item, run: Results) -> str | None:
+def _unjudgeable(item: ExpectedItem, run: Results) -> str | None:
     """Why the item is "not applicable" to this run before any row is read."""
     if not run.gpus:
         return CPU_REASON
     if not for_gpus(item, run.gpus):
-        return f"the paper's item is for {', '.join(item['scope'])}; this run has {', '.join(run.gpus)}"
+        return (
+            f"the paper's item is for {', '.join(item.scope)}; this run has {', '.join(run.gpus)}"
+        )
     return None
 
 
-def _rows_with_communication(item, rows: pd.DataFrame, run: Results) -> pd.DataFrame | None:
+def _rows_with_communication(
+    item: ExpectedItem, rows: pd.DataFrame, run: Results
+) -> pd.DataFrame | None:
     """The rows whose configuration ran communication beside compute; None where the
     item's configurations ran none at all (world size 1: nothing to judge)."""
     ran = with_communication(run.summary)
     # the configurations the item is about, whatever metrics they have: without
     # communication the overlap fraction has no rows at all (it is undefined)
-    about = select(run.paper_rows, {k: v for k, v in item["rows"].items() if k != "mode"}, None)
+    about = select(run.paper_rows, {k: v for k, v in item.rows.items() if k != "mode"}, None)
     keys = set(zip(about["figure"], about["config_id"], strict=True))
     rows = rows[[k in ran for k in zip(rows["figure"], rows["config_id"], strict=True)]]
     return None if rows.empty and keys and not keys & ran else rows
 
 
-def _precondition(item, rows: pd.DataFrame, summary: pd.DataFrame) -> str | None:
+def _precondition(item: ExpectedItem, rows: pd.DataFrame, summary: pd.DataFrame) -> str | None:
     """Why an item whose expected entry `requires` {metric, at_least} cannot be judged on
     these rows' configurations (fig7: blocks several refreshes of the power sampler long)."""
-    need = item.get("requires")
+    need = item.requires
     if not need:
         return None
     keys = set(zip(rows["figure"], rows["config_id"], strict=True))
@@ -428,7 +444,7 @@ def _with_evidence(
         v = replace(v, verdict="inconclusive", reason=why + v.reason)
     v = _coverage_gate(v, item, rows, run)
     v = noise.gate(v, item, rows, run.summary)
-    v = controls.gate(v, item.get("metric"), rows, checks)
+    v = controls.gate(v, item.metric, rows, checks)
     if v.judged and (why := _precondition(item, rows, run.summary)):
         v = replace(v, verdict="inconclusive", reason=as_sentence(f"{why}. {v.reason}"))
     return v
@@ -447,7 +463,7 @@ def _coverage_gate(v: Verdict, item, rows: pd.DataFrame, run: Results) -> Verdic
         v,
         verdict="inconclusive",
         reason=as_sentence(
-            f"The run covers {coverage.coverage_text(k, big_k, item['grid'])}; the item "
+            f"The run covers {coverage.coverage_text(k, big_k, item.grid)}; the item "
             f"speaks of all {big_k}, so it is judged only where all ran "
             f"(on these it would read {v.verdict}). {v.reason}"
         ),
@@ -509,10 +525,12 @@ def _not_ran(figures: list[str], run: Results) -> str:
     return not_ran(figures, lambda f: figure_status(f, run.status, run.summary))
 
 
-def _judge_rows(item, rows: pd.DataFrame, run: Results, checks: list[Verdict]) -> Verdict:
+def _judge_rows(
+    item: ExpectedItem, rows: pd.DataFrame, run: Results, checks: list[Verdict]
+) -> Verdict:
     """One verdict on `rows` (the paper's rows, or one proxy configuration's)."""
     metric = metric_of(item)
-    is_number = item["section"] == "numbers"
+    is_number = item.is_number
     rows = controls.beyond_control(rows, run.summary, metric)
     v = (
         judge_number(item, rows, run.configs)
@@ -525,7 +543,7 @@ def _judge_rows(item, rows: pd.DataFrame, run: Results, checks: list[Verdict]) -
 
 
 def judge_item(
-    item, run: Results, checks: list[Verdict] | None = None, v1: V1Rows | None = None
+    item: ExpectedItem, run: Results, checks: list[Verdict] | None = None, v1: V1Rows | None = None
 ) -> list[Verdict]:
     """One expected item's verdict row, then one row per proxy configuration it has rows
     of (proxy evidence), then the preview's rows (emulated configurations). `checks` are
@@ -542,16 +560,18 @@ def judge_item(
     return paper + previews
 
 
-def _preview_verdicts(item, run: Results, checks: list[Verdict], v1: V1Rows) -> list[Verdict]:
+def _preview_verdicts(
+    item: ExpectedItem, run: Results, checks: list[Verdict], v1: V1Rows
+) -> list[Verdict]:
     """The item judged on emulated rows (GPU runs only: a CPU run judges nothing),
     labelled a preview and never counted: a number on each configuration alone, a claim
     across configurations on those emulated at one W together."""
     if not run.gpus or run.preview_rows.empty or _unjudgeable(item, run):
         return []
-    is_number = item["section"] == "numbers"
-    selected = select(run.preview_rows, item["rows"], metric_of(item))
+    is_number = item.is_number
+    selected = select(run.preview_rows, item.rows, metric_of(item))
     ids = sorted(set(selected["config_id"]))
-    if not is_number and item["kind"] in ACROSS_CONFIGS:
+    if not is_number and item.kind in ACROSS_CONFIGS:
         # a claim across configurations (FP16 beside FP32, a trend in size): judged on
         # all the configurations emulated at one W together
         worlds = {c: run.emulated_world(c) for c in ids}
@@ -573,24 +593,26 @@ def _preview_verdicts(item, run: Results, checks: list[Verdict], v1: V1Rows) -> 
     return out
 
 
-def _paper_verdicts(item, run: Results, checks: list[Verdict], v1: V1Rows) -> list[Verdict]:
+def _paper_verdicts(
+    item: ExpectedItem, run: Results, checks: list[Verdict], v1: V1Rows
+) -> list[Verdict]:
     """The item's verdict on the paper's rows, then its proxy evidence."""
-    is_number = item["section"] == "numbers"
-    exp = (_fmt(item["value"]), _fmt(item["tolerance"])) if is_number else ("", "")
-    figures = as_list(item["rows"].get("figure", item["file_figure"]))
+    is_number = item.is_number
+    exp = (_fmt(item.value), _fmt(item.tolerance)) if is_number else ("", "")
+    figures = item.figures
     if not run.gpus:  # the plan's answer too (figure_status.on_a_cpu)
         return [_verdict(item, *on_a_cpu(item, lambda f: figure_status(f, run.status, run.summary)), *exp)]  # fmt: skip
     why = _unjudgeable(item, run)
     if why:
         return [_verdict(item, "not applicable", why, *exp)]
     metric = metric_of(item)
-    selected = select(run.judged_rows, item["rows"], metric)
+    selected = select(run.judged_rows, item.rows, metric)
     proxies = [c for c in run.proxy_configs if c in set(selected["config_id"])]
     evidence = [_proxy_verdict(item, selected, c, run, checks, v1) for c in proxies]
     if (beyond := scope.out_of_scope(item, run)) is not None:  # rows that cannot speak to it
         note = f"; {PROXY_NOTE}" if evidence else ""
         return [_verdict(item, beyond[0], beyond[1] + note, *exp), *evidence]
-    rows = select(run.paper_rows, item["rows"], metric)
+    rows = select(run.paper_rows, item.rows, metric)
     if metric in NEEDS_COMMUNICATION:
         rows = _rows_with_communication(item, rows, run)
         if rows is None:
@@ -610,7 +632,7 @@ def _paper_verdicts(item, run: Results, checks: list[Verdict], v1: V1Rows) -> li
 
 
 def _proxy_verdict(
-    item, selected: pd.DataFrame, config_id: str, run: Results, checks, v1: V1Rows
+    item: ExpectedItem, selected: pd.DataFrame, config_id: str, run: Results, checks, v1: V1Rows
 ) -> Verdict:
     """The item judged on one proxy configuration's rows alone (never averaged with
     another mechanism), labelled proxy evidence; it needs the configuration's V1 to hold."""

@@ -19,36 +19,35 @@ from scipy import stats
 
 from artifact.core.config import get_preset
 from artifact.figures import spec_of
+from artifact.judge.expected import ExpectedItem
 
 
 def _as_list(v) -> list:
     return v if isinstance(v, list) else [v]
 
 
-def paper_grid(item: dict) -> set[tuple]:
+def paper_grid(item: ExpectedItem) -> set[tuple]:
     """The grid's points (one tuple of the item's `grid` dimensions each) of the paper
     preset's sweep of the item's figure, within the item's row filters."""
-    dims = item["grid"]
-    figure = spec_of(item["rows"].get("figure", item["file_figure"])).records
+    dims = item.grid
+    figure = spec_of(item.rows.get("figure", item.file_figure)).records
     keys = ("model", "parallelism", "micro_batch", "precision")
     points = [
         {k: getattr(p, k) for k in keys} for p in spec_of(figure).configs(get_preset("paper"))
     ]
     filters = {
-        k: _as_list(v)
-        for k, v in item["rows"].items()
-        if k in ("model", "parallelism", "micro_batch")
+        k: _as_list(v) for k, v in item.rows.items() if k in ("model", "parallelism", "micro_batch")
     }
     kept = [p for p in points if all(p[k] in want for k, want in filters.items())]
     return {tuple(p[d] for d in dims) for p in kept}
 
 
-def coverage(item: dict, rows: pd.DataFrame, configs: dict) -> tuple[int, int] | None:
+def coverage(item: ExpectedItem, rows: pd.DataFrame, configs: dict) -> tuple[int, int] | None:
     """(k, K): the grid points the rows cover, of the grid's; None for an item with no grid."""
-    if not item.get("grid"):
+    if not item.grid:
         return None
     grid = paper_grid(item)
-    seen = {tuple(configs.get(c, {}).get(d) for d in item["grid"]) for c in rows["config_id"]}
+    seen = {tuple(configs.get(c, {}).get(d) for d in item.grid) for c in rows["config_id"]}
     return len(seen & grid), len(grid)
 
 

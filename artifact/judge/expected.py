@@ -6,6 +6,8 @@ experiments that test them); judging nothing itself.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +67,52 @@ NEEDS_COMMUNICATION = frozenset(
 )
 
 
-def metric_of(item: dict[str, Any]) -> str | None:
+@dataclass(frozen=True)
+class ExpectedItem:
+    """One number or claim of expected/*.yaml, checked (load_expected)."""
+
+    id: str
+    statement: str
+    section: str  # "numbers" or "claims"
+    file_figure: str  # the figure its file is about
+    rows: dict[str, Any]  # summary.csv's columns and values its rows match
+    source: dict[str, Any]  # where in the paper
+    scope: str | list[str]  # "any", or the GPU names it was measured on
+    needs: dict[str, float] = field(default_factory=lambda: dict(ANY_EVIDENCE))
+    metric: str | None = None
+    # a number's: how the rows combine (AGGREGATES), its value and tolerance band
+    aggregate: str | None = None
+    value: float | None = None
+    tolerance: float | None = None
+    tolerance_why: str | None = None
+    # a claim's: its kind (CLAIM_KINDS) and what that kind reads
+    kind: str | None = None
+    greater: dict[str, Any] | None = None
+    lesser: dict[str, Any] | None = None
+    greater_metric: str | None = None
+    lesser_metric: str | None = None
+    along: str | None = None
+    grid: list[str] | None = None  # an item about the paper's whole grid (coverage.py)
+    requires: dict[str, Any] | None = None  # a precondition: {metric, at_least, why}
+
+    @property
+    def is_number(self) -> bool:
+        return self.section == "numbers"
+
+    @property
+    def figures(self) -> list[str]:
+        """The figures whose rows it reads (its rows' `figure`, else its file's)."""
+        return [str(f) for f in as_list(self.rows.get("figure", self.file_figure))]
+
+
+ITEM_KEYS = tuple(f.name for f in dataclasses.fields(ExpectedItem))
+
+
+def metric_of(item: ExpectedItem) -> str | None:
     """The quantity an item is judged on (a metric_greater claim: its greater side)."""
-    if item["section"] != "numbers" and item["kind"] == "metric_greater":
-        return item["greater_metric"]
-    return item.get("metric")
+    if not item.is_number and item.kind == "metric_greater":
+        return item.greater_metric
+    return item.metric
 
 
 def _need(where: str, item: dict, keys: tuple[str, ...]) -> None:
@@ -128,7 +171,7 @@ def _check_item(where: str, section: str, item: dict[str, Any]) -> None:
         )
 
 
-def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
+def load_expected(directory: Path = EXPECTED_DIR) -> list[ExpectedItem]:
     """Every item of every expected/*.yaml (and, for expected/, of the YAML files beside
     the figures of figures.EXTRA_ENV's folder), schema-checked, with its file's figure:
     headline.yaml first, then the figures' files in the registry's order."""
@@ -155,10 +198,20 @@ def load_expected(directory: Path = EXPECTED_DIR) -> list[dict[str, Any]]:
                     raise ArtifactError(f"{where}: expected a mapping")
                 _need(where, item, keys)
                 _check_item(where, section, item)
-                items.append({**item, "section": section, "file_figure": doc["figure"]})
+                items.append(
+                    _typed(where, {**item, "section": section, "file_figure": doc["figure"]})
+                )
     if not items:
         raise ArtifactError(f"no expected/*.yaml items under '{directory}'")
     return items
+
+
+def _typed(where: str, item: dict[str, Any]) -> ExpectedItem:
+    if unknown := sorted(set(item) - set(ITEM_KEYS)):
+        raise ArtifactError(
+            f"{where}: unknown key {unknown[0]!r}; accepted: {', '.join(ITEM_KEYS[:2] + ITEM_KEYS[4:])}"
+        )
+    return ExpectedItem(**item)
 
 
 # How an item reads its rows and its GPU scope: compare judges with these, and rank 0's
@@ -184,7 +237,7 @@ def select(summary: pd.DataFrame, filters: dict[str, Any], metric: str | None) -
     return rows
 
 
-def for_gpus(item, gpus: list[str]) -> bool:
+def for_gpus(item: ExpectedItem, gpus: list[str]) -> bool:
     """Whether the item's scope (a GPU name it was measured on, or "any") covers `gpus`."""
-    scope = item["scope"]
+    scope = item.scope
     return scope == "any" or any(s.lower() in g.lower() for s in scope for g in gpus)

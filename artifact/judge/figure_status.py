@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from artifact.figures import spec_of
+from artifact.judge.expected import ExpectedItem
 
 
 def figure_status(fig: str, status: dict, summary: pd.DataFrame) -> tuple[str, str]:
@@ -43,22 +44,18 @@ def label(figure: str) -> str:
     return f"Fig. {number}" if number.isdigit() else figure
 
 
-def item_figures(item: dict[str, Any]) -> list[str]:
-    """The figures an expected item reads: its rows' figure(s), else its file's figure."""
-    figures = item["rows"].get("figure", item["file_figure"])
-    return list(figures) if isinstance(figures, list | tuple) else [figures]
-
-
 def not_ran(figures: list[str], category: Callable[[str], tuple[str, str]]) -> str:
     """Why those of `figures` that did not run did not ('' if all ran): 'Fig. 9: why'."""
     why = [(f, category(f)) for f in figures]
     return "; ".join(f"{label(f)}: {d}" for f, (cat, d) in why if not cat.startswith("ran"))
 
 
-def on_a_cpu(item: dict[str, Any], category: Callable[[str], tuple[str, str]]) -> tuple[str, str]:
+def on_a_cpu(
+    item: ExpectedItem[str, Any], category: Callable[[str], tuple[str, str]]
+) -> tuple[str, str]:
     """(state, why) of a paper item on a CPU run: 'not run' where a figure it reads did
     not run (what a reviewer would rerun), else 'not applicable' (a CPU judges nothing).
     `category(figure)` is figure_status's (category, detail): compare reads the run's
     status files, the plan its own rows; both call this, so they say the same."""
-    stopped = not_ran(item_figures(item), category)
+    stopped = not_ran(item.figures, category)
     return ("not run", stopped) if stopped else ("not applicable", CPU_REASON)

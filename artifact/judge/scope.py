@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from artifact.core.config import MODELS
+from artifact.judge.expected import ExpectedItem
 from artifact.results import Results
 
 # the row filters whose values a run may lack (a preset's choice, not the hardware's)
@@ -24,13 +25,9 @@ def _as_list(v: Any) -> list:
     return list(v) if isinstance(v, list | tuple) else [v]
 
 
-def figures_of(item: dict) -> list[str]:
-    return [str(f) for f in _as_list(item["rows"].get("figure", item["file_figure"]))]
-
-
-def _rows(item: dict, run: Results) -> pd.DataFrame:
+def _rows(item: ExpectedItem, run: Results) -> pd.DataFrame:
     rows = run.paper_rows
-    return rows[rows["figure"].isin(figures_of(item))]
+    return rows[rows["figure"].isin(item.figures)]
 
 
 def world_of(rows: pd.DataFrame, run: Results) -> int:
@@ -43,16 +40,16 @@ def _params_b(model: str) -> float:
     return MODELS[model].params / 1e9 if model in MODELS else float("nan")
 
 
-def out_of_scope(item: dict, run: Results) -> tuple[str, str] | None:
+def out_of_scope(item: ExpectedItem, run: Results) -> tuple[str, str] | None:
     """(verdict, reason) where the run's rows cannot speak to the item; None where they can
     (or where the item's figures have no rows at all: compare says why they did not run)."""
-    needs = item.get("needs") or {}
+    needs = item.needs or {}
     rows = _rows(item, run)
     if rows.empty:
         return None
     world = world_of(rows, run)
     if world < needs.get("world", 1):
-        figs = ", ".join(figures_of(item))
+        figs = ", ".join(item.figures)
         return (
             "not applicable",
             f"needs {needs['world']} or more ranks exchanging data (the paper's runs had 4 "
@@ -70,14 +67,14 @@ def out_of_scope(item: dict, run: Results) -> tuple[str, str] | None:
     return None
 
 
-def missing_configuration(item: dict, run: Results) -> str | None:
+def missing_configuration(item: ExpectedItem, run: Results) -> str | None:
     """Why the item's row filters select nothing, by the value this run lacks ('needs model
     gpt3-13b or llama2-13b; this run has gpt3-1.3b'); None where each filter is met."""
     rows = _rows(item, run)
     if rows.empty:
         return None
     for dim in _DIMENSIONS:
-        wanted = item["rows"].get(dim)
+        wanted = item.rows.get(dim)
         if wanted is None or dim not in rows:
             continue
         wanted = [str(w) for w in _as_list(wanted)]

@@ -19,6 +19,7 @@ import os
 from typing import Any
 
 from artifact.analyze import stopping
+from artifact.judge.expected import ExpectedItem
 
 PILOT = stopping.MIN_REPETITIONS
 RULE = (
@@ -32,13 +33,13 @@ ALONE = stopping.ALONE
 TOLERANCE_ENV = "ARTIFACT_STOPPING_TOLERANCE"
 
 
-def _tolerance(item: dict[str, Any], items: list[dict[str, Any]]) -> float | None:
+def _tolerance(item: ExpectedItem[str, Any], items: list[ExpectedItem]) -> float | None:
     seam = os.environ.get(TOLERANCE_ENV)
     return float(seam) if seam else stopping.item_tolerance(item, items)
 
 
 def pilot_of(
-    records: list[dict[str, Any]], figure: str, items: list[dict[str, Any]]
+    records: list[dict[str, Any]], figure: str, items: list[ExpectedItem]
 ) -> tuple[bool, dict[str, tuple[float, float]], dict[str, list[str]]]:
     """(whether any item is judged from these records' configuration, quantity -> (pilot
     CI half-width, tolerance), quantity -> the modes of its rows). A quantity is a metric;
@@ -53,12 +54,12 @@ def pilot_of(
     for item in items:
         if gpu and not for_gpus(item, [gpu]):  # compare will call it "not applicable"
             continue  # (records that name no GPU, hand-made or a CPU's, keep every item)
-        about = {k: v for k, v in item["rows"].items() if k != "mode"}
+        about = {k: v for k, v in item.rows.items() if k != "mode"}
         if select(summary, about, None).empty:
             continue
         fed = True
         metric, tol = metric_of(item), _tolerance(item, items)
-        rows = select(summary, item["rows"], metric)
+        rows = select(summary, item.rows, metric)
         if tol is None or rows.empty:
             continue
         half = ((rows["ci_high"] - rows["ci_low"]) / 2).max()  # NaN only where every CI is
@@ -84,7 +85,7 @@ def decide(
     records: list[dict[str, Any]],
     figure: str,
     max_reps: int,
-    items: list[dict[str, Any]] | None = None,
+    items: list[ExpectedItem] | None = None,
 ) -> dict[str, Any]:
     """The decision stopping.json holds: n, max, why, pilot {quantity: [half-width,
     tolerance]}, modes {quantity: [mode, ...]} (where summarize applies Stein's floor)

@@ -175,19 +175,18 @@ def claims_to_experiments(run: Results) -> list[list[str]]:
     by_item = items_here.set_index("item")["verdict"].to_dict()
     tested: dict[str, list[dict]] = {}
     for item in load_expected():
-        if item["id"] not in by_item:
+        if item.id not in by_item:
             continue  # compare did not write it (an older verdicts.csv): nothing to count
-        figures = item["rows"].get("figure", item["file_figure"])
-        for fig in figures if isinstance(figures, list) else [figures]:
+        for fig in item.figures:
             tested.setdefault(spec_of(fig).records, []).append(item)
     rows = []
     for exp in (e for e in own_records() if e in tested):
         served = [f for f, s in REGISTRY.items() if s.records_of == exp]
         label = exp + (f" (also {', '.join(served)})" if served else "")
-        items = list({i["id"]: i for i in tested[exp]}.values())
-        here = [by_item[i["id"]] for i in items]
+        items = list({i.id: i for i in tested[exp]}.values())
+        here = [by_item[i.id] for i in items]
         tally = ", ".join(f"{here.count(v)} {v}" for v in dict.fromkeys(here))
-        rows.append([label, f"`nox -s {exp}`", "; ".join(i["statement"] for i in items), tally, _run_time(run, exp)])  # fmt: skip
+        rows.append([label, f"`nox -s {exp}`", "; ".join(i.statement for i in items), tally, _run_time(run, exp)])  # fmt: skip
     c = paper_counts(run.verdicts)
     every = ", ".join(f"{c[v]} {v}" for v in VERDICTS if c[v])
     rows.append(["all", "`nox -s all`", f"{c['items']} items, each counted once", every, "-"])
