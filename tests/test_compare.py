@@ -321,6 +321,11 @@ def test_the_shipped_expected_files_load():
             "f.yaml: numbers[0]: 'value' must be a number, got 'high'",
         ),
         ("figure: [unclosed\n", "f.yaml: not valid YAML"),
+        (  # a misspelt key would otherwise be dropped in silence
+            "figure: f\nclaims: [{id: a, statement: s, kind: every_row_positive, metric: m, "
+            "rows: {}, source: {}, scope: any, tolerence: 1}]\n",
+            "f.yaml: claims[0]: unknown key 'tolerence'; accepted: id, statement, rows,",
+        ),
     ],
 )
 def test_malformed_expected_is_a_clear_error(tmp_path, text, message):
