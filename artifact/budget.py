@@ -11,11 +11,15 @@ The granularity is the figure: a budget does not split one figure's configuratio
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from artifact.core.errors import ArtifactError
+
+if TYPE_CHECKING:
+    from artifact.plan import PlanQuery
 
 UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600}
 FORMS = "a number with s, m or h: 90m, 6h, 1.5h"
@@ -24,16 +28,6 @@ FORMS = "a number with s, m or h: 90m, 6h, 1.5h"
 def flag_value(args: list[str], flag: str) -> str | None:
     """The value after `flag` in `args` (None: absent, or last)."""
     return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
-
-
-# run's flags the plan takes too (`all` prices its figures with them)
-PLAN_FLAGS = ("--preset", "--gpus", "--emulate-world", "--ranks-per-gpu", "--nproc")
-
-
-def passed(args: list[str], flags: tuple[str, ...]) -> list[str]:
-    """The `flag value` pairs of `flags` that `args` (run's flags) holds: what the plan
-    takes of them."""
-    return [x for k in flags if k in args for x in (k, flag_value(args, k) or "")]
 
 
 def parse(text: str) -> float:
@@ -57,19 +51,20 @@ def pop(args: list[str]) -> tuple[list[str], float | None]:
     return args, parse(value)
 
 
-def select(run_args: list[str], budget_s: float) -> tuple[list[str], dict[str, str]]:
-    """(figures kept, {figure left out: why}) for `all` with `run_args` on this machine."""
+def select(query: PlanQuery, budget_s: float) -> tuple[list[str], dict[str, str]]:
+    """(figures kept, {figure left out: why}) for `all` of `query` on this machine."""
     from artifact import plan
     from artifact.core.units import duration
 
-    ap = argparse.ArgumentParser(add_help=False)
-    plan.add_arguments(ap)
-    known = passed(run_args, ("--preset", "--gpus", "--ranks-per-gpu", "--nproc"))
-    rows = plan.plan(ap.parse_args(known))[2]
+    # every figure at the query's preset and world, priced without --emulate-world
+    known = plan.PlanQuery(
+        preset=query.preset, gpus=query.gpus, ranks_per_gpu=query.ranks_per_gpu, nproc=query.nproc
+    )
+    rows = plan.plan(known)[2]
     figures = list(dict.fromkeys(r.figure for r in rows))
     # each figure priced alone: the rows it copies from another (fig10's from fig4) cost
     # their full time where that other figure is left out
-    alone = {f: plan.plan(ap.parse_args([f, *known]))[2] for f in figures}
+    alone = {f: plan.plan(dataclasses.replace(known, figures=(f,)))[2] for f in figures}
     hours = {f: sum(r.time_s for r in alone[f]) / 3600 for f in figures}
     fed = {f: {i for r in rows if r.figure == f for i in r.feeds} for f in figures}
     kept: list[str] = []
@@ -94,25 +89,23 @@ def select(run_args: list[str], budget_s: float) -> tuple[list[str], dict[str, s
     return [f for f in figures if f in kept], left
 
 
-def plan_rows(plan_argv: list[str]) -> list | None:
-    """The rows `plan PLAN_ARGV` builds; None where the plan cannot draw them (`all` goes
-    on without them, as after its plan stage's exit 2)."""
+def plan_rows(query: PlanQuery) -> list | None:
+    """The rows the plan of `query` builds; None where it cannot draw them (`all` goes on
+    without them, as after its plan stage's error)."""
     from artifact import plan
 
-    ap = argparse.ArgumentParser(add_help=False)
-    plan.add_arguments(ap)
     try:
-        return plan.plan(ap.parse_args(plan_argv))[2]
-    except (ArtifactError, SystemExit):
+        return plan.plan(query)[2]
+    except ArtifactError:
         return None
 
 
-def decided_not_run(run_args: list[str]) -> dict[str, str]:
+def decided_not_run(query: PlanQuery) -> dict[str, str]:
     """{figure: why} of the figures the plan runs nothing of here for a reason of the preset
     and world alone (figures.sweeps.REFUSED_HERE: Figs. 10-11 at quick on one GPU)."""
     from artifact.estimate import model
 
-    rows = plan_rows(passed(run_args, PLAN_FLAGS)) or []
+    rows = plan_rows(query) or []
     return {
         f: next(r.note for r in rows if r.figure == f and r.method == "not run")
         for f in dict.fromkeys(r.figure for r in rows)
@@ -120,11 +113,11 @@ def decided_not_run(run_args: list[str]) -> dict[str, str]:
     }
 
 
-def disk_left(plan_argv: list[str], out: Path, figures: set[str] | None = None) -> int | None:
-    """Bytes the plan (`plan PLAN_ARGV`) still has to write into `out`: its disk estimate
+def disk_left(query: PlanQuery, out: Path, figures: set[str] | None = None) -> int | None:
+    """Bytes the plan of `query` still has to write into `out`: its disk estimate
     (records and repetition 0's traces) of `figures` (None: all), less what their records
     and traces already hold there. None where the plan cannot price it."""
-    rows = plan_rows(plan_argv)
+    rows = plan_rows(query)
     return None if rows is None else unwritten(rows, out, figures)
 
 

@@ -1,6 +1,6 @@
 """`artifact plan`: what a run will do before it starts (no torch: instant).
 
-Argument parsing and rendering only: the cost model is artifact/estimate/model.py and
+Argument parsing, the typed query (PlanQuery) and rendering only: the cost model is artifact/estimate/model.py and
 its calibration data artifact/data/reference.json (artifact/estimate/reference.py)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from artifact import procs
@@ -28,17 +29,41 @@ from artifact.judge.expected import EXPECTED_DIR, ExpectedItem, load_expected
 from artifact.judge.figure_status import CPU_REASON, on_a_cpu
 
 __all__ = [
+    "PlanQuery",
     "Row",
     "add_arguments",
     "build",
     "figures_of",
     "main",
+    "parse",
     "plan",
     "render",
     "rows",
     "run",
+    "show",
     "totals",
 ]
+
+
+@dataclass(frozen=True)
+class PlanQuery:
+    """What a plan is drawn for: `plan`'s flags less how it is printed (FIGs: none, all)."""
+
+    figures: tuple[str, ...] = ()
+    preset: str | None = None  # None: quick with a GPU, tiny without
+    gpus: int | None = None  # None: this machine's
+    ranks_per_gpu: int | None = None
+    nproc: int | None = None  # the rehearsal's gloo processes on a CPU
+    gpu_memory_gib: float | None = None
+    emulate_world: str | int | None = None  # as given: check_world reads and checks it
+    adaptive: bool = False
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> PlanQuery:
+        """The query of parsed flags: `plan`'s, or `run`'s (which `all` hands on): each
+        field the namespace holds (run has no FIGs and no --gpu-memory-gib)."""
+        given = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
+        return cls(**{**given, "figures": tuple(given.get("figures") or ())})
 
 
 def visible_gpus() -> int:
@@ -109,16 +134,16 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--summary", action="store_true", help="per-figure totals only")
 
 
-def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row], tuple[float, str]]:
-    """Check the arguments (ArtifactError naming the bad value) and build the rows:
+def plan(args: PlanQuery) -> tuple[Preset, int, list[Row], tuple[float, str]]:
+    """Check the query (ArtifactError naming the bad value) and build the rows:
     (preset, GPUs or processes, rows, memory_gib's (GiB, source))."""
     figures = figures_of(args.figures)
     found = visible_gpus()
     preset = get_preset(args.preset or default_preset(found > 0))
     for flag in ("gpus", "ranks_per_gpu", "nproc"):
-        if (value := getattr(args, flag, None)) is not None and value < 1:
+        if (value := getattr(args, flag)) is not None and value < 1:
             raise ArtifactError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
-    per_gpu = getattr(args, "ranks_per_gpu", None) or 1
+    per_gpu = args.ranks_per_gpu or 1
     if args.gpu_memory_gib is not None and not 0 < args.gpu_memory_gib < math.inf:
         raise ArtifactError(
             f"--gpu-memory-gib must be a positive number, got {args.gpu_memory_gib:g}"
@@ -131,11 +156,11 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row], tuple[float,
                 + ", ".join(n for n, q in PRESETS.items() if q.device == "gpu" and not q.rehearsal)
             )
         gpus = preset.cpu_processes
-    elif nproc := getattr(args, "nproc", None):  # the rehearsal's gloo processes
+    elif nproc := args.nproc:  # the rehearsal's gloo processes
         gpus = nproc
     else:
         gpus = args.gpus or max(1, found)
-    if getattr(args, "emulate_world", None) is not None:
+    if args.emulate_world is not None:
         world = check_world(args.emulate_world)
         check_alone(world, {"--gpus": args.gpus})
         memory = memory_gib(preset, 1, args.gpu_memory_gib)
@@ -143,7 +168,7 @@ def plan(args: argparse.Namespace) -> tuple[Preset, int, list[Row], tuple[float,
     memory = memory_gib(preset, gpus, args.gpu_memory_gib)
     gib = memory[0]
     rows = _with_items(build(preset, figures, gpus, gib, per_gpu=per_gpu))
-    if getattr(args, "adaptive", False):
+    if args.adaptive:
         if preset.device == "cpu":
             raise ArtifactError(
                 "--adaptive prices GPU presets; accepted: "
@@ -165,11 +190,8 @@ def rows(
 ) -> list[Row]:
     """The rows `plan FIGURES --preset PRESET [--gpus N] [--emulate-world W]` builds (every
     other flag at its default); ArtifactError as `plan` raises it."""
-    ap = argparse.ArgumentParser(add_help=False)
-    add_arguments(ap)
-    args = ap.parse_args([])
-    args.figures, args.preset, args.gpus, args.emulate_world = figures, preset, gpus, emulate_world
-    return plan(args)[2]
+    query = PlanQuery(tuple(figures), preset, gpus=gpus, emulate_world=emulate_world)
+    return plan(query)[2]
 
 
 def _paper_items() -> list[ExpectedItem] | None:
@@ -372,39 +394,56 @@ def render(
 
 
 def run(args: argparse.Namespace) -> int:
-    preset, gpus, rows, memory = plan(args)
-    emulated = getattr(args, "emulate_world", None) is not None
-    if args.json:
-        doc = {
-            "preset": preset.name,
-            "gpus": gpus,
-            "gpu_memory_gib": memory[0] if math.isfinite(memory[0]) else None,
-            "rows": [dataclasses.asdict(r) for r in rows],
-            "totals": totals(rows),
-            # None: no expected/ here (an installed wheel), so nothing is listed
-            "unjudged": None if (paper := _paper_items()) is None else items.unjudged(rows, paper),
-            "not_judged_here": None
-            if paper is None
-            else items.not_applicable_here(rows, paper, preset.device, emulated),
-            # each item's (state, why): on a CPU, compare's verdict on such a run
-            "item_states": None
-            if paper is None
-            else item_states(rows, paper, preset.device, emulated),
-            "methods": {k: model.method_text(k) for k in model.METHODS},
-            "disk_method": model.disk_text(),
-            "repetitions_method": adaptive.method_text(preset) if _adaptive(rows) else "fixed",
-        }
-        print(json.dumps(doc, indent=1))
-    else:
-        print(render(preset, gpus, memory, rows, args.summary, emulated))
+    """The CLI's `plan` command: its parsed flags' plan, as text or (--json) JSON."""
+    show(PlanQuery.of(args), as_json=args.json, summary=args.summary)
     return 0
+
+
+def show(query: PlanQuery, as_json: bool = False, summary: bool = False) -> None:
+    """Print the plan of `query`: the table and totals (`summary`: the totals alone), or
+    JSON. ArtifactError where it cannot be drawn."""
+    preset, gpus, rows, memory = plan(query)
+    emulated = query.emulate_world is not None
+    if as_json:
+        print(json.dumps(_document(preset, gpus, rows, memory, emulated), indent=1), flush=True)
+    else:
+        # flushed: `all` prints it before its stages' processes write to the same stdout
+        print(render(preset, gpus, memory, rows, summary, emulated), flush=True)
+
+
+def _document(
+    preset: Preset, gpus: int, rows: list[Row], memory: tuple[float, str], emulated: bool
+) -> dict:
+    """The plan as --json prints it."""
+    paper = _paper_items()  # None: no expected/ here (an installed wheel): nothing listed
+    return {
+        "preset": preset.name,
+        "gpus": gpus,
+        "gpu_memory_gib": memory[0] if math.isfinite(memory[0]) else None,
+        "rows": [dataclasses.asdict(r) for r in rows],
+        "totals": totals(rows),
+        "unjudged": None if paper is None else items.unjudged(rows, paper),
+        "not_judged_here": None
+        if paper is None
+        else items.not_applicable_here(rows, paper, preset.device, emulated),
+        # each item's (state, why): on a CPU, compare's verdict on such a run
+        "item_states": None if paper is None else item_states(rows, paper, preset.device, emulated),
+        "methods": {k: model.method_text(k) for k in model.METHODS},
+        "disk_method": model.disk_text(),
+        "repetitions_method": adaptive.method_text(preset) if _adaptive(rows) else "fixed",
+    }
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """`plan ARGV`'s flags, parsed as `python -m artifact.plan` parses them."""
+    ap = argparse.ArgumentParser(prog=f"{invocation()} plan", description=__doc__.splitlines()[0])
+    add_arguments(ap)
+    return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m artifact.plan` (the CLI's `plan` command calls run())."""
-    ap = argparse.ArgumentParser(prog=f"{invocation()} plan", description=__doc__.splitlines()[0])
-    add_arguments(ap)
-    return run(ap.parse_args(argv))
+    return run(parse(argv))
 
 
 if __name__ == "__main__":

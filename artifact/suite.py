@@ -11,6 +11,7 @@ interrupted has recorded what it finished (exit 130, with the command that resum
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import signal
@@ -21,13 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from artifact import procs
-from artifact.budget import PLAN_FLAGS, decided_not_run, disk_left, flag_value, passed, select
+from artifact.budget import decided_not_run, disk_left, flag_value, select
 from artifact.command import invocation
 from artifact.core.config import default_preset
 from artifact.core.errors import Terminated, interrupted_by
 from artifact.figures import REGISTRY, own_records
 from artifact.launch import preflight
 from artifact.launch.progress import FIGURE_ENV
+from artifact.plan import PlanQuery
 
 
 def _has_gpu() -> bool:
@@ -79,8 +81,9 @@ def run_all(
         procs.FolderLock(Path(out)).check()
     if (rc := preflight.main(args)) != 0:
         return rc
-    left = _left_out(args, budget_s)
-    lock = claim(args, Path(out), set(REGISTRY) - set(left))  # noqa: F841 (held to the end)
+    query = plan_query(args)
+    left = _left_out(query, budget_s)
+    lock = claim(args, query, Path(out), set(REGISTRY) - set(left))  # noqa: F841 (to the end)
 
     def artifact(*argv: str, env: dict[str, str] | None = None) -> int:
         # every stage writes under this suite's lock (procs.FolderLock)
@@ -91,9 +94,7 @@ def run_all(
 
     try:
         # the plan first: what fits, how long it takes, how much disk (artifact.plan)
-        at = passed(args, PLAN_FLAGS)
-        if artifact("plan", "--summary", *at) not in (0, 2):  # 2: a plan it cannot draw
-            return 1
+        _print_plan(query)
         for fig, why in left.items():
             RunStore(Path(out)).write_status(fig, "not run", why)
         return _figures_then_stages(args, out, left, artifact, say)
@@ -111,14 +112,34 @@ def run_all(
         return 130
 
 
-def _left_out(args: list[str], budget_s: float | None) -> dict[str, str]:
+def plan_query(args: list[str]) -> PlanQuery:
+    """The plan of `all ARGS`: every figure, ARGS as each figure's `run` parses them, its
+    repetitions fixed (the plan refuses run's --adaptive at a CPU preset, which `all` takes)."""
+    from artifact.arguments import build_parser
+
+    parsed = build_parser().parse_args(["run", next(iter(REGISTRY)), *args])  # any figure
+    return dataclasses.replace(PlanQuery.of(parsed), adaptive=False)
+
+
+def _print_plan(query: PlanQuery) -> None:
+    """The plan's summary; one that cannot be drawn is an error line, and `all` goes on."""
+    from artifact import plan
+    from artifact.core.errors import ArtifactError
+
+    try:
+        plan.show(query, summary=True)
+    except ArtifactError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+
+
+def _left_out(query: PlanQuery, budget_s: float | None) -> dict[str, str]:
     """{figure: why} of the figures the plan runs nothing of here (budget.decided_not_run)
     and of those a --budget leaves out."""
-    decided = decided_not_run(args)
-    return decided if budget_s is None else {**decided, **select(args, budget_s)[1]}
+    decided = decided_not_run(query)
+    return decided if budget_s is None else {**decided, **select(query, budget_s)[1]}
 
 
-def claim(args: list[str], out: Path, figures: set[str]):
+def claim(args: list[str], query: PlanQuery, out: Path, figures: set[str]):
     """Before the first stage: room for what the plan writes, the folder and its lock,
     and a rendezvous that answers. Raises ArtifactError (one line, exit 2); returns the
     lock (None for several nodes, which share the folder), held until `all` ends."""
@@ -130,9 +151,8 @@ def claim(args: list[str], out: Path, figures: set[str]):
         bound = flag_value(args, "--rdzv-timeout-s")
         check_rendezvous(endpoint, float(bound) if bound else DEFAULT_RDZV_TIMEOUT_S)
     nodes = int(flag_value(args, "--nnodes") or 1)
-    plan_argv = passed(args, PLAN_FLAGS)
     check_path(out)
-    check_space(out, disk_left(plan_argv, out, figures), "every figure")
+    check_space(out, disk_left(query, out, figures), "every figure")
     ensure_writable(out)
     return procs.FolderLock(out).acquire() if nodes == 1 else None
 

@@ -13,10 +13,14 @@ from artifact.store import RunStore
 REVIEW_4 = ["--preset", "review", "--gpus", "4"]
 
 
+REVIEW_4_QUERY = plan.PlanQuery(preset="review", gpus=4)
+
+
 def _hours_alone(figure: str) -> float:
-    ap = plan.argparse.ArgumentParser()
-    plan.add_arguments(ap)
-    return sum(r.time_s for r in plan.plan(ap.parse_args([figure, *REVIEW_4]))[2]) / 3600
+    return (
+        sum(r.time_s for r in plan.plan(plan.PlanQuery.of(plan.parse([figure, *REVIEW_4])))[2])
+        / 3600
+    )
 
 
 def test_budget_values():
@@ -41,7 +45,7 @@ def test_the_budget_keeps_what_judges_most_an_hour():
     """review on 4 GPUs in one hour: fig4 alone costs more than the hour and is left out
     with its price; the microbenchmark figures, which feed items in minutes, are kept,
     and what is kept fits the hour."""
-    kept, left = budget.select(REVIEW_4, 3600)
+    kept, left = budget.select(REVIEW_4_QUERY, 3600)
     fig4_h = _hours_alone("fig4")
     assert fig4_h > 1
     from artifact.core.units import duration
@@ -54,9 +58,7 @@ def test_the_budget_keeps_what_judges_most_an_hour():
 
 
 def _rows_review():
-    ap = plan.argparse.ArgumentParser()
-    plan.add_arguments(ap)
-    return plan.plan(ap.parse_args(REVIEW_4))[2]
+    return plan.plan(REVIEW_4_QUERY)[2]
 
 
 def test_a_budget_cut_run_records_what_it_left_out(tmp_path, monkeypatch):
@@ -90,11 +92,43 @@ def test_the_typed_plan_call_prices_what_the_plan_argv_did(tmp_path, figure, pre
     argv = [figure, "--preset", preset]
     argv += ["--gpus", str(gpus)] if gpus else []
     argv += ["--emulate-world", str(world)] if world else []
-    ap = plan.argparse.ArgumentParser()
-    plan.add_arguments(ap)
+    query = plan.PlanQuery.of(plan.parse(argv))
     rows = plan.rows([figure], preset, gpus=gpus, emulate_world=world)
-    assert rows == plan.plan(ap.parse_args(argv))[2]
+    assert rows == plan.plan(query)[2]
     (tmp_path / "records" / figure).mkdir(parents=True)
     (tmp_path / "records" / figure / "r.json").write_text("x" * 1000)
     left = budget.unwritten(rows, tmp_path, {figure})
-    assert left == budget.disk_left(argv, tmp_path, {figure}) and left is not None
+    assert left == budget.disk_left(query, tmp_path, {figure}) and left is not None
+
+
+def test_all_prices_runs_flags_as_run_parses_them():
+    """`all`'s plan is drawn from its run flags once: the preset and world as `run` reads
+    them (its other flags aside, --adaptive too), every figure."""
+    args = ["--preset", "quick", "--gpus", "1", "--out", "/tmp/x", "--reps", "3", "--adaptive"]
+    assert suite.plan_query([*args, "--emulate-world", "4"]) == plan.PlanQuery(
+        preset="quick", gpus=1, emulate_world="4"
+    )
+    assert suite.plan_query(["--nproc=4", "--ranks-per-gpu", "2"]) == plan.PlanQuery(
+        nproc=4, ranks_per_gpu=2
+    )
+    assert set(suite._left_out(suite.plan_query(args), None)) == {"fig10", "fig11"}
+    assert suite._left_out(suite.plan_query(["--preset", "quick", "--gpus", "2"]), None) == {}
+
+
+def test_all_prints_the_plans_summary_and_goes_on_without_one(tmp_path, monkeypatch, capsys):
+    """The plan's summary comes first, drawn in `all`'s own process (no `plan` stage is
+    started); a plan it cannot draw is one error line, and every figure still runs."""
+    calls = []
+    monkeypatch.setattr(suite, "child", lambda argv, env=None: calls.append(argv[:2]) or (0, ""))
+    monkeypatch.setattr(suite.preflight, "main", lambda args: 0)
+    tiny = ["--preset", "tiny", "--adaptive", "--out", str(tmp_path / "a")]
+    assert suite.run_all(tiny, say=lambda line: None) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("plan: preset tiny, 2 CPU processes") and "total: " in out
+    assert [c[0] for c in calls].count("plan") == 0 and ["run", "fig4"] in calls
+    calls.clear()
+    none = ["--preset", "quick", "--gpus", "0", "--out", str(tmp_path / "b")]
+    assert suite.run_all(none, say=lambda line: None) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "error: --gpus must be at least 1, got 0\n" and not captured.out
+    assert ["run", "fig10"] in calls  # no plan: nothing decided "not run"

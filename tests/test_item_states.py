@@ -35,7 +35,7 @@ def cpu_run(tmp_path) -> Path:
 
 
 def plan_states(*argv: str) -> dict[str, str]:
-    preset, _, rows, _ = planmod.plan(_args(*argv))
+    preset, _, rows, _ = planmod.plan(planmod.PlanQuery.of(_args(*argv)))
     states = planmod.item_states(rows, load_expected(), preset.device, False)
     return {item: state for item, (state, _) in states.items()}
 
@@ -93,7 +93,7 @@ def test_the_plan_reports_the_states(tmp_path, capsys):
 
 def test_a_figure_the_device_runs_none_of_is_ran_partly():
     """figure_category's three answers, from the plan's rows."""
-    rows = planmod.plan(_args("--preset", "tiny"))[2]
+    rows = planmod.plan(planmod.PlanQuery(preset="tiny"))[2]
     assert planmod.figure_category(rows, "fig4") == ("ran", "")
     assert planmod.figure_category(rows, "fig5") == ("ran", "")  # fig4's records
     assert planmod.figure_category(rows, "fig9")[0] == "not run"
@@ -105,6 +105,4 @@ def test_a_figure_the_device_runs_none_of_is_ran_partly():
 
 
 def _args(*argv: str) -> argparse.Namespace:
-    ap = argparse.ArgumentParser()
-    planmod.add_arguments(ap)
-    return ap.parse_args(list(argv))
+    return planmod.parse(list(argv))

@@ -27,9 +27,7 @@ def _a_host_of_64_gib(monkeypatch):
 
 
 def _rows(*argv: str) -> list[plan.Row]:
-    ap = plan.argparse.ArgumentParser()
-    plan.add_arguments(ap)
-    return plan.plan(ap.parse_args(list(argv)))[2]
+    return plan.plan(plan.PlanQuery.of(plan.parse(list(argv))))[2]
 
 
 PAPER_4X80 = ("--preset", "paper", "--gpus", "4", "--gpu-memory-gib", "80")
@@ -109,10 +107,11 @@ def test_quick_on_one_gpu_records_figs_10_11_not_run_and_starts_nothing_for_them
         assert row.method == "not run" and row.time_s == 0
         assert "no item of Figs. 10-11 is judged on one GPU" in row.note
     assert sum(r.time_s for r in rows if r.figure == "fig4") > 60
-    assert set(decided_not_run(list(QUICK_1))) == {"fig10", "fig11"}
-    assert decided_not_run(["--preset", "quick", "--gpus", "2"]) == {}
-    assert decided_not_run([*QUICK_1, "--emulate-world", "4"]) == {}
-    assert decided_not_run(["--preset", "nope"]) == {}  # no plan drawn: `all` goes on
+    quick_1 = plan.PlanQuery(preset="quick", gpus=1)
+    assert set(decided_not_run(quick_1)) == {"fig10", "fig11"}
+    assert decided_not_run(plan.PlanQuery(preset="quick", gpus=2)) == {}
+    assert decided_not_run(plan.PlanQuery(preset="quick", gpus=1, emulate_world="4")) == {}
+    assert decided_not_run(plan.PlanQuery(preset="nope")) == {}  # no plan drawn: `all` goes on
     two = _rows("fig10", "--preset", "quick", "--gpus", "2")
     assert [r.precision for r in two if r.fits] == ["fp32", "fp16", "bf16"]
 
@@ -465,3 +464,20 @@ def test_quick_on_one_gpu_plans_at_most_15_minutes_and_the_report_quotes_it():
     total = model.totals(rows)["time_s"]
     assert 10 * 60 < total <= 15 * 60
     assert _reference_runs().endswith(f"quick on one GPU by this commit's plan: {duration(total)}")
+
+
+def test_the_query_of_plans_flags_is_the_one_built_by_hand():
+    """Every flag of `plan` but how it prints lands in the query, typed as argparse reads it."""
+    argv = ["fig4", "fig10", "--preset", "paper", "--gpus", "4", "--ranks-per-gpu", "2"]
+    argv += ["--nproc", "3", "--gpu-memory-gib", "40", "--emulate-world", "8", "--adaptive"]
+    assert plan.PlanQuery.of(plan.parse([*argv, "--json", "--summary"])) == plan.PlanQuery(
+        figures=("fig4", "fig10"),
+        preset="paper",
+        gpus=4,
+        ranks_per_gpu=2,
+        nproc=3,
+        gpu_memory_gib=40.0,
+        emulate_world="8",
+        adaptive=True,
+    )
+    assert plan.PlanQuery.of(plan.parse([])) == plan.PlanQuery()

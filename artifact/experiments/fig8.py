@@ -182,6 +182,51 @@ def _power_info(ctx: RunContext) -> dict[str, Any]:
     }
 
 
+def _phases_of(ctx: RunContext, point: ConfigPoint) -> tuple[str, ...]:
+    """A configuration's phases: the modes, the A/A repeat where the figure derives the
+    noise floor, and the controls where the collective moves data."""
+    # the controls: only an all-reduce between GPUs moves data a claim is judged on
+    # (a one-GPU proxy's control is the all-reduce row, which moves nothing)
+    moves = (point.spec.comm == "allreduce" and ctx.world_size > 1) or (
+        point.spec.comm in CONTROLLED
+    )
+    return microbench_phases(runs_aa_repeat(ctx.figure), moves)
+
+
+def _settings(
+    ctx: RunContext,
+    point: ConfigPoint,
+    bench: Microbench,
+    count: int,
+    comm_role: tuple[str, ...],
+    *,
+    power_window_s: float | None,
+    iters: int | None,
+    timed_s: float | None,
+) -> Settings:
+    """How runner.measure_repetition measures one configuration on `bench`, its collective
+    repeated `count` times (run_configs' arguments)."""
+    config_id, config, spec = point
+    return Settings(
+        config_id=config_id,
+        config=config,
+        step_of=lambda phase, bench=bench: functools.partial(
+            bench.run_phase, BENCH_PHASE.get(phase, phase)
+        ),
+        units=UNITS,
+        comm=comm_role,
+        finish=lambda phase, m, spec=spec, count=count: _phase_metrics(
+            m, phase, spec, count, ctx.world_size
+        ),
+        extra={"power": _power_info(ctx)},
+        power_window_s=power_window_s,
+        iters=iters or ctx.preset.microbench.profiled_iters or None,
+        timed_iters=iters,
+        timed_s=timed_s,
+        meter=bench.compute_timer,
+    )
+
+
 def run_configs(
     ctx: RunContext,
     todo_configs: list[ConfigPoint],
@@ -206,18 +251,9 @@ def run_configs(
     figure derives the noise floor, or a figure that copies its records does
     (figures.runs_aa_repeat).
     A configuration already measured for the figure this one reuses (fig8: fig6's) is
-    copied, not measured again (artifact.rank.reuse). (Over 60 lines: most of it is the
-    configuration's Settings, one argument a line.)
+    copied, not measured again (artifact.rank.reuse).
     """
-
-    def phases_of(point: ConfigPoint) -> tuple[str, ...]:
-        # the controls: only an all-reduce between GPUs moves data a claim is judged on
-        # (a one-GPU proxy's control is the all-reduce row, which moves nothing)
-        moves = (point.spec.comm == "allreduce" and ctx.world_size > 1) or (
-            point.spec.comm in CONTROLLED
-        )
-        return microbench_phases(runs_aa_repeat(ctx.figure), moves)
-
+    phases_of = functools.partial(_phases_of, ctx)
     for point, todo in pending(ctx, todo_configs, phases_of, numbered):
         phases = phases_of(point)
         if reuse(ctx, point, phases):
@@ -229,23 +265,15 @@ def run_configs(
         config = {**config, "comm_repeats": count}
         comm_role = ("memory",) if spec.comm == "copy" else ("communication",)
         log.info("%s: collective repeated %d times to span the compute", config_id, count)
-        settings = Settings(
-            config_id=config_id,
-            config=config,
-            step_of=lambda phase, bench=bench: functools.partial(
-                bench.run_phase, BENCH_PHASE.get(phase, phase)
-            ),
-            units=UNITS,
-            comm=comm_role,
-            finish=lambda phase, m, spec=spec, count=count: _phase_metrics(
-                m, phase, spec, count, ctx.world_size
-            ),
-            extra={"power": _power_info(ctx)},
+        settings = _settings(
+            ctx,
+            ConfigPoint(config_id, config, spec),
+            bench,
+            count,
+            comm_role,
             power_window_s=power_window_of(config) if power_window_of else None,
-            iters=iters or ctx.preset.microbench.profiled_iters or None,
-            timed_iters=iters,
+            iters=iters,
             timed_s=timed_s,
-            meter=bench.compute_timer,
         )
         for rep in todo:
             stop_requested(ctx)

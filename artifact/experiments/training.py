@@ -184,8 +184,7 @@ def _measure(
     make_trainer: Callable[[Any], Trainer],
     peak: float,
 ) -> None:
-    """Build one configuration's trainer, run its repetitions, and tear it down.
-    (Over 60 lines: its step, loss and MFU closures share the trainer and its lists.)"""
+    """Build one configuration's trainer, run its repetitions, and tear it down."""
     ctx.progress(f"{config_id}: setting up {config.get('framework', 'the trainer')}")
     trainer: Trainer = make_trainer(spec)
     try:
@@ -200,33 +199,7 @@ def _measure(
         for mode in TRAINING_MODES:  # the framework's first steps (allocations), discarded
             ctx.progress(f"{config_id}: warm-up ({mode})")
             trainer.step(mode)
-        phases = training_phases(ctx.world_size)
-        losses: dict[str, list] = {p: [] for p in phases}  # this repetition's, by phase
-
-        moved: dict[str, list] = {p: [] for p in phases}  # emulated MiB per step, by phase
-        # the rehearsal's: what this rank's collectives moved a step (modes.COUNTS), by phase
-        counted: dict[str, list] = {p: [] for p in phases}
-        modes.count_traffic(ctx.preset.rehearsal)
-
-        def step_of(phase):
-            def step():
-                before, counts = emulation.moved_bytes(), Counter(modes.COUNTS)
-                losses[phase].append(trainer.step(phase))
-                moved[phase].append((emulation.moved_bytes() - before) / 2**20)
-                counted[phase].append(modes.COUNTS - counts)
-
-            return step
-
-        def loss_of(phase):
-            # only ranks that compute the loss have one (a pipeline's last stage); the
-            # phase's last losses (its profiled steps come last)
-            n = config["iters_per_rep"]
-            out = {"loss": [float(x) for x in losses[phase][-n:] if x is not None]}
-            if ctx.options.emulate_world:  # what rank 0's emulated traffic moved a step
-                out["emulated_mib_per_step"] = moved[phase][-n:]
-            if ctx.preset.rehearsal:
-                out |= traffic_per_step(counted[phase][-n:])
-            return out
+        step_of, loss_of, kept_lists = _step_recorders(ctx, config, trainer)
 
         def with_mfu(phase, m):
             tflops = flops / (m["e2e_ms"] * 1e-3) / ctx.world_size / 1e12
@@ -246,12 +219,49 @@ def _measure(
         )
         for rep in todo:
             stop_requested(ctx)
-            for kept in (*losses.values(), *moved.values(), *counted.values()):
+            for kept in kept_lists:
                 kept.clear()
             results = measure_repetition(ctx, settings, rep, phase_order(rep, ctx.world_size))
             log_repetition(ctx, config_id, rep, results)
     finally:
         trainer.close()
+
+
+def _step_recorders(
+    ctx: RunContext, config: dict[str, Any], trainer: Trainer
+) -> tuple[Callable, Callable, tuple[list, ...]]:
+    """(step_of, loss_of, the lists they fill) for one configuration: step_of(phase) runs
+    a step and keeps its loss and traffic, loss_of(phase) gives the repetition's for its
+    record; the lists are cleared before each repetition."""
+    phases = training_phases(ctx.world_size)
+    losses: dict[str, list] = {p: [] for p in phases}  # this repetition's, by phase
+
+    moved: dict[str, list] = {p: [] for p in phases}  # emulated MiB per step, by phase
+    # the rehearsal's: what this rank's collectives moved a step (modes.COUNTS), by phase
+    counted: dict[str, list] = {p: [] for p in phases}
+    modes.count_traffic(ctx.preset.rehearsal)
+
+    def step_of(phase):
+        def step():
+            before, counts = emulation.moved_bytes(), Counter(modes.COUNTS)
+            losses[phase].append(trainer.step(phase))
+            moved[phase].append((emulation.moved_bytes() - before) / 2**20)
+            counted[phase].append(modes.COUNTS - counts)
+
+        return step
+
+    def loss_of(phase):
+        # only ranks that compute the loss have one (a pipeline's last stage); the
+        # phase's last losses (its profiled steps come last)
+        n = config["iters_per_rep"]
+        out = {"loss": [float(x) for x in losses[phase][-n:] if x is not None]}
+        if ctx.options.emulate_world:  # what rank 0's emulated traffic moved a step
+            out["emulated_mib_per_step"] = moved[phase][-n:]
+        if ctx.preset.rehearsal:
+            out |= traffic_per_step(counted[phase][-n:])
+        return out
+
+    return step_of, loss_of, (*losses.values(), *moved.values(), *counted.values())
 
 
 def traffic_per_step(steps: list[Counter]) -> dict[str, list[float]]:
