@@ -442,7 +442,6 @@ def test_a_rendezvous_that_answers_or_is_hosted_here_passes(monkeypatch):
 def test_torchrun_waits_for_the_nodes_as_long_as_the_bound():
     from artifact.core.config import get_preset
     from artifact.core.options import RunOptions
-    from artifact.core.rankjob import RankJob
     from artifact.launch.request import RunRequest
 
     options = RunOptions.from_flags()
