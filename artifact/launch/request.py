@@ -15,7 +15,7 @@ from artifact import placement, procs
 from artifact.core import emulated
 from artifact.core.config import Preset, check_device, default_preset, get_preset
 from artifact.core.errors import ArtifactError, check_positive
-from artifact.core.options import RunOptions
+from artifact.core.options import FLAG_DESTS, RunOptions
 from artifact.core.rankjob import RankJob
 from artifact.env import device_kind
 from artifact.figures import all_figures, spec_of
@@ -178,24 +178,7 @@ def options(args: argparse.Namespace, say: Callable[..., None]) -> RunOptions:
             raise ArtifactError(
                 f"--rdzv-endpoint {args.rdzv_endpoint!r} is not HOST:PORT (e.g. node01:29500)"
             )
-    options = RunOptions.from_flags(
-        precision=args.precision,
-        matmul_size=args.matmul_size,
-        comm_mib=args.comm_mib,
-        power_interval_ms=args.power_interval_ms,
-        models=args.models,
-        parallelisms=args.parallelisms,
-        recompute=args.recompute,
-        fsdp_impl=args.fsdp_impl,
-        allow_power_cap=args.allow_power_cap,
-        emulate_world=args.emulate_world,
-        link_gbps=args.link_gbps,
-        stand_in=args.stand_in,
-        comm_ctas=args.comm_ctas,
-        colocate=args.colocate,
-        adaptive=args.adaptive,
-        axes=args.axes,
-    )
+    options = RunOptions.from_flags(**{dest: getattr(args, dest) for dest in FLAG_DESTS})
     if options.emulate_world:
         check_alone(args, options.emulate_world)
     if args.only_applicable:  # nox -s all hands every figure the same flags
