@@ -213,6 +213,12 @@ def _with_stopped(store: RunStore, figure: str, details: dict, reason: str) -> s
     )
 
 
+def colocates(job: RankJob) -> bool:
+    """Whether this run's ranks co-locate NCCL ranks on one GPU: its figure always does
+    (FigureSpec.colocates_nccl_ranks), or --colocate W asked for it."""
+    return spec_of(job.figure).colocates_nccl_ranks or bool(job.options.colocate)
+
+
 def colocate_env() -> dict[str, str]:
     from artifact.rank.colocate import NCCL_ENV
 
@@ -235,7 +241,7 @@ def _main(argv: list[str] | None) -> None:
     # DeepSpeed calls torch.distributed functions that torch 2.13 marks deprecated; the
     # warning repeats on every call and buries the run's own log.
     warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated")
-    if spec_of(job.figure).colocates_nccl_ranks or job.options.colocate:
+    if colocates(job):
         # co-located NCCL ranks (artifact.rank.colocate): NCCL reads these once, at its first
         # communicator, which the process group below may create
         for k, v in colocate_env().items():
