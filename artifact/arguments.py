@@ -39,60 +39,53 @@ def _option(name: str) -> tuple[str, dict[str, Any]]:
     return meta["flag"], {"help": help, **meta["parse"]}
 
 
+def _own(flag: str, help: str, **parse: Any) -> tuple[str, dict[str, Any]]:
+    """A flag of the launcher's own (not an experiment's knob): its help, argparse's keywords."""
+    return flag, {"help": help, **parse}
+
+
 def _run_flags() -> list[tuple[str, dict[str, Any]]]:
     """`run`'s flags in --help's order: the launcher's own here, the experiment's knobs
     from their RunOptions declarations."""
     return [
-        ("--preset", dict(help="tiny (CPU), quick, review or paper (GPU); default by device")),
-        ("--device", dict(default="auto", help="auto, cpu, cuda or rocm (default auto)")),
-        ("--out", dict(help="output folder (default results/<timestamp>-<preset>)")),
-        ("--reps", dict(type=int, help="repetitions (default: the preset's)")),
+        _own("--preset", "tiny (CPU), quick, review or paper (GPU); default by device"),
+        _own("--device", "auto, cpu, cuda or rocm (default auto)", default="auto"),
+        _own("--out", "output folder (default results/<timestamp>-<preset>)"),
+        _own("--reps", "repetitions (default: the preset's)", type=int),
         _option("adaptive"),
-        ("--gpus", dict(type=int, help="GPUs to use (default: all)")),
-        ("--nproc", dict(type=int, help="gloo processes on CPU (default: the preset's)")),
-        (
+        _own("--gpus", "GPUs to use (default: all)", type=int),
+        _own("--nproc", "gloo processes on CPU (default: the preset's)", type=int),
+        _own(
             "--ranks-per-gpu",
-            dict(
-                type=int,
-                help="K ranks, each a process, share each GPU (rank r on GPU r // K; needs NCCL "
-                "2.30 or newer): a dress rehearsal of a K-times-larger world, not a measurement "
-                "(default 1)",
-            ),
+            "K ranks, each a process, share each GPU (rank r on GPU r // K; needs NCCL 2.30 "
+            "or newer): a dress rehearsal of a K-times-larger world, not a measurement (default 1)",
+            type=int,
         ),
         *map(_option, ("models", "parallelisms", "recompute", "fsdp_impl", "power_interval_s")),
         *map(_option, ("matmul_size", "precision", "comm_bytes", "emulate_world", "link_gbps")),
         *map(_option, ("stand_in", "comm_ctas", "colocate", "axes")),
-        ("--nnodes", dict(type=int, help="nodes (torchrun rendezvous)")),
-        ("--rdzv-endpoint", dict(help="HOST:PORT of the rendezvous, with --nnodes")),
-        (
+        _own("--nnodes", "nodes (torchrun rendezvous)", type=int),
+        _own("--rdzv-endpoint", "HOST:PORT of the rendezvous, with --nnodes"),
+        _own(
             "--rdzv-timeout-s",
-            dict(
-                type=float,
-                default=60.0,
-                help="how long to wait for the rendezvous: its host to answer, the nodes to "
-                "join (default 60)",
-            ),
+            "how long to wait for the rendezvous: its host to answer, the nodes to join "
+            "(default 60)",
+            type=float,
+            default=60.0,
         ),
         _option("allow_power_cap"),
-        (
-            "--allow-mixed",
-            dict(action="store_true", help="summarise records of several environments"),
-        ),
-        ("--only-applicable", dict(action="store_true", help=argparse.SUPPRESS)),
-        (
+        _own("--allow-mixed", "summarise records of several environments", action="store_true"),
+        _own("--only-applicable", argparse.SUPPRESS, action="store_true"),
+        _own(
             "--allow-shared-device",
-            dict(
-                action="store_true",
-                help="measure even where other processes use the GPU (records name them)",
-            ),
+            "measure even where other processes use the GPU (records name them)",
+            action="store_true",
         ),
-        (
+        _own(
             "--hang-timeout-s",
-            dict(
-                type=float,
-                default=600.0,
-                help="fail a run whose ranks show no progress this long (default 600)",
-            ),
+            "fail a run whose ranks show no progress this long (default 600)",
+            type=float,
+            default=600.0,
         ),
     ]
 
