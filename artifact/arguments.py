@@ -1,9 +1,13 @@
 """The CLI's command line: every command and flag (`--help`'s text; cli.py dispatches on
-`command`). The figures a flag is for come from the registry (each spec's `options`)."""
+`command`). `run`'s experiment flags are declared with RunOptions' fields
+(artifact.core.options); the figures a flag is for come from the registry (each spec's
+`options`)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from typing import Any
 
 from artifact.command import invocation
 
@@ -25,138 +29,82 @@ def _figures(option: str | None = None) -> str:
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Every command and flag (`--help`'s text). Long on purpose: one `add_argument` a
-    flag, in the order `--help` shows them; split, the CLI's reference would scatter."""
-    from artifact.core.config import PRECISIONS
-    from artifact.core.options import RECOMPUTE_CHOICES
-    from artifact.plan import add_arguments
+def _option(name: str) -> tuple[str, dict[str, Any]]:
+    """A RunOptions field as `run`'s flag: its declaration (artifact.core.options) gives
+    the flag, its help (led by the figures that take it) and argparse's keywords."""
+    from artifact.core.options import RunOptions
 
-    p = OneLineParser(prog=invocation(), description=DESCRIPTION)
-    p.add_argument(
-        "--debug",
-        action="store_true",
-        help="show tracebacks of internal errors, and all of the ranks' output during a run",
-    )
-    sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    meta = next(f.metadata for f in dataclasses.fields(RunOptions) if f.name == name)
+    help = f"{_figures(name)}: {meta['help']}" if meta["figures"] else meta["help"]
+    return meta["flag"], {"help": help, **meta["parse"]}
 
+
+def _own(flag: str, help: str, **parse: Any) -> tuple[str, dict[str, Any]]:
+    """A flag of the launcher's own (not an experiment's knob): its help, argparse's keywords."""
+    return flag, {"help": help, **parse}
+
+
+def _run_flags() -> list[tuple[str, dict[str, Any]]]:
+    """`run`'s flags in --help's order: the launcher's own here, the experiment's knobs
+    from their RunOptions declarations."""
+    return [
+        _own("--preset", "tiny (CPU), quick, review or paper (GPU); default by device"),
+        _own("--device", "auto, cpu, cuda or rocm (default auto)", default="auto"),
+        _own("--out", "output folder (default results/<timestamp>-<preset>)"),
+        _own("--reps", "repetitions (default: the preset's)", type=int),
+        _option("adaptive"),
+        _own("--gpus", "GPUs to use (default: all)", type=int),
+        _own("--nproc", "gloo processes on CPU (default: the preset's)", type=int),
+        _own(
+            "--ranks-per-gpu",
+            "K ranks, each a process, share each GPU (rank r on GPU r // K; needs NCCL 2.30 "
+            "or newer): a dress rehearsal of a K-times-larger world, not a measurement (default 1)",
+            type=int,
+        ),
+        *map(_option, ("models", "parallelisms", "recompute", "fsdp_impl", "power_interval_s")),
+        *map(_option, ("matmul_size", "precision", "comm_bytes", "emulate_world", "link_gbps")),
+        *map(_option, ("stand_in", "comm_ctas", "colocate", "axes")),
+        _own("--nnodes", "nodes (torchrun rendezvous)", type=int),
+        _own("--rdzv-endpoint", "HOST:PORT of the rendezvous, with --nnodes"),
+        _own(
+            "--rdzv-timeout-s",
+            "how long to wait for the rendezvous: its host to answer, the nodes to join "
+            "(default 60)",
+            type=float,
+            default=60.0,
+        ),
+        _option("allow_power_cap"),
+        _own("--allow-mixed", "summarise records of several environments", action="store_true"),
+        _own("--only-applicable", argparse.SUPPRESS, action="store_true"),
+        _own(
+            "--allow-shared-device",
+            "measure even where other processes use the GPU (records name them)",
+            action="store_true",
+        ),
+        _own(
+            "--hang-timeout-s",
+            "fail a run whose ranks show no progress this long (default 600)",
+            type=float,
+            default=600.0,
+        ),
+    ]
+
+
+def _add_run(sub) -> None:
     run = sub.add_parser("run", help="run one figure's experiment")
     run.add_argument("figure", help=_figures())
-    run.add_argument("--preset", help="tiny (CPU), quick, review or paper (GPU); default by device")
-    run.add_argument("--device", default="auto", help="auto, cpu, cuda or rocm (default auto)")
-    run.add_argument("--out", help="output folder (default results/<timestamp>-<preset>)")
-    run.add_argument("--reps", type=int, help="repetitions (default: the preset's)")
-    run.add_argument(
-        "--adaptive",
-        action="store_true",
-        help="the stopping rule: --reps (or the preset's) becomes the most repetitions; each "
-        "configuration runs 5, then as many as its judged quantities need (docs/measurement.md)",
-    )
-    run.add_argument("--gpus", type=int, help="GPUs to use (default: all)")
-    run.add_argument("--nproc", type=int, help="gloo processes on CPU (default: the preset's)")
-    run.add_argument(
-        "--ranks-per-gpu",
-        type=int,
-        help="K ranks, each a process, share each GPU (rank r on GPU r // K; needs NCCL 2.30 "
-        "or newer): a dress rehearsal of a K-times-larger world, not a measurement (default 1)",
-    )
-    run.add_argument("--models", help="comma-separated model names (FSDP and pipeline figures)")
-    run.add_argument(
-        "--parallelisms",
-        help=f"{_figures('parallelisms')}: fsdp, pipeline or both (default both)",
-    )
-    run.add_argument(
-        "--recompute",
-        choices=RECOMPUTE_CHOICES,
-        help="activation recomputation (training figures): auto (default) turns it on where "
-        "the preset's memory rule says a configuration would not fit without it",
-    )
-    run.add_argument(
-        "--fsdp-impl",
-        help=f"{_figures('fsdp_impl')}: FSDP rows through deepspeed (ZeRO-3, the paper's; "
-        "default), fsdp2 (torch) or both side by side (deepspeed,fsdp2)",
-    )
-    run.add_argument(
-        "--power-interval-ms", type=int, help="power sampling interval (default 20 ms)"
-    )
-    run.add_argument(
-        "--matmul-size", type=int, help=f"{_figures('matmul_size')}: M=N=K of the matmul"
-    )
-    run.add_argument("--precision", help=f"{_figures('precision')}: one of {', '.join(PRECISIONS)}")
-    run.add_argument(
-        "--comm-mib",
-        type=int,
-        help=f"{_figures('comm_bytes')}: all-reduce size in MiB (paper: 1024)",
-    )
-    run.add_argument(
-        "--emulate-world",
-        help=f"{_figures('emulate_world')}: run rank 0 of W ranks alone on one device (fake "
-        "process group, its traffic as paced local copies; records are labelled emulated)",
-    )
-    run.add_argument(
-        "--link-gbps",
-        help="with --emulate-world: the link's bandwidth in GB/s (gigabytes a second, one "
-        "direction; default by GPU model, e.g. 450 for H100/H200 NVLink)",
-    )
-    run.add_argument(
-        "--stand-in",
-        help="with --emulate-world: what moves rank 0's bytes: copy (paced copies, the "
-        "default) or nccl-shaped (one persistent kernel of C CTAs a collective, as NCCL's ring)",
-    )
-    run.add_argument(
-        "--comm-ctas",
-        help="CTAs of the NCCL-shaped stand-in (default: NCCL's channels for the GPU model, "
-        "artifact/data/nccl_channels.json), or the total CTAs of --colocate's ranks",
-    )
-    run.add_argument(
-        "--colocate",
-        help=f"{_figures('colocate')}: W real NCCL ranks on this one GPU, one thread a rank "
-        "(needs NCCL 2.30 or newer)",
-    )
-    run.add_argument(
-        "--axes",
-        help=f"{_figures('axes')}: the axes to run, comma-separated: base (the map and what "
-        "holds compute back), order (compute-first beside holder-first), mitigation (NCCL's "
-        "CTA policies and max_ctas, torch's SM carve-out); default all",
-    )
-    run.add_argument("--nnodes", type=int, help="nodes (torchrun rendezvous)")
-    run.add_argument("--rdzv-endpoint", help="HOST:PORT of the rendezvous, with --nnodes")
-    run.add_argument(
-        "--rdzv-timeout-s",
-        type=float,
-        default=60.0,
-        help="how long to wait for the rendezvous: its host to answer, the nodes to join "
-        "(default 60)",
-    )
-    run.add_argument(
-        "--allow-power-cap",
-        action="store_true",
-        help=f"{_figures('allow_power_cap')}: let the run change GPU power limits (restored "
-        "afterwards; never on shared machines)",
-    )
-    run.add_argument(
-        "--allow-mixed", action="store_true", help="summarise records of several environments"
-    )
-    run.add_argument("--only-applicable", action="store_true", help=argparse.SUPPRESS)
-    run.add_argument(
-        "--allow-shared-device",
-        action="store_true",
-        help="measure even where other processes use the GPU (records name them)",
-    )
-    run.add_argument(
-        "--hang-timeout-s",
-        type=float,
-        default=600.0,
-        help="fail a run whose ranks show no progress this long (default 600)",
-    )
+    for flag, how in _run_flags():
+        run.add_argument(flag, **how)
 
+
+def _add_suites(sub) -> None:
+    """`all` and `rehearsal`: their flags go on to each figure's `run` (cli.main)."""
     sub.add_parser(
         "all",
         help="every figure into one folder, then summary, verdicts and report "
         "(takes run's flags, and --budget 6h: the figures that judge the most items an hour "
         "first, while the plan's time fits; a failing figure does not stop the others)",
     )
-
     sub.add_parser(
         "rehearsal",
         help="README's 4-GPU path on the GPUs present (ranks share a GPU: --ranks-per-gpu), or "
@@ -164,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
         "judged (takes --world 4, --ranks-per-gpu K, --mps on|off, --out, and run's flags)",
     )
 
+
+def _add_folder_stages(sub) -> None:
+    """The stages that read a results folder: summarize, compare, report."""
     summ = sub.add_parser("summarize", help="rebuild DIR/summary.csv from DIR/records")
     summ.add_argument("dir")
     summ.add_argument("--allow-mixed", action="store_true")
@@ -172,17 +123,33 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="one line, not the table (nox -s all: each figure has printed its digest)",
     )
-
     cmp = sub.add_parser("compare", help="DIR/summary.csv + expected/ -> DIR/verdicts.csv")
     cmp.add_argument("dir")
-
     rep = sub.add_parser("report", help="write DIR/report/ (appendix in Markdown, HTML, LaTeX)")
     rep.add_argument("dir")
 
+
+def _add_machine(sub) -> None:
+    """restore-caps, plan and env: the machine's limits, a run's cost, the machine."""
+    from artifact.plan import add_arguments
+
     sub.add_parser("restore-caps", help="restore GPU limits saved by a run that was killed")
-
     add_arguments(sub.add_parser("plan", help="configurations, memory, time and disk before a run"))
-
     e = sub.add_parser("env", help="describe this machine and its stack")
     e.add_argument("--json", action="store_true", help="print JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every command and flag (`--help`'s text), the commands in --help's order."""
+    p = OneLineParser(prog=invocation(), description=DESCRIPTION)
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="show tracebacks of internal errors, and all of the ranks' output during a run",
+    )
+    sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    _add_run(sub)
+    _add_suites(sub)
+    _add_folder_stages(sub)
+    _add_machine(sub)
     return p

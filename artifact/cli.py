@@ -26,6 +26,7 @@ from artifact import tables
 from artifact.arguments import build_parser
 from artifact.command import invocation
 from artifact.core.errors import ArtifactError, Terminated, interrupted_by
+from artifact.core.rankjob import RankJob
 from artifact.figures import spec_of
 from artifact.launch import progress, request, stage
 from artifact.launch.request import check_run_args  # noqa: F401 (named by `all`'s tests)
@@ -51,51 +52,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     if done := stage.finished_already(r, claim):
         console.print(done)
         return _print_outcome(args, RunStore(out), figure, out)
-    preset, device, reps, nproc = r.preset.name, r.device, claim.reps, r.nproc
-    return launch_and_report(args, figure, preset, device, out, reps, nproc, r.options, r.rank_env)
+    return launch_and_report(args, r, r.job(out, claim.reps))
 
 
-def _launch(args, log_path, figure, preset, device, out, reps, nproc, options, rank_env):
+def _launch(args, r: request.RunRequest, job: RankJob, log_path: Path):
     """The ranks, run under the live display of their progress (artifact/launch/progress.py)."""
     from artifact.launch import torchrun
 
     beacon = log_path.with_suffix(".progress")
     beacon.unlink(missing_ok=True)  # a killed run's beacon would show where that run was
-    state = progress.State(figure, reps, time.monotonic(), progress.figure_of())
+    state = progress.State(job.figure, job.reps, time.monotonic(), progress.figure_of())
     display = progress.Display(err_console, state, beacon, log_path, getattr(args, "debug", False))
     with display:
-        return torchrun.launch(
-            log_path,
-            hang_s=args.hang_timeout_s,
-            echo=display.echo,
-            rank_env=rank_env,
-            figure=figure,
-            preset=preset,
-            device=device,
-            out=out,
-            reps=reps,
-            nproc=nproc,
-            options=options,
-            nnodes=args.nnodes or 1,
-            rdzv_endpoint=args.rdzv_endpoint,
-            rdzv_timeout_s=args.rdzv_timeout_s,
-        )
+        return torchrun.launch(log_path, job, r, hang_s=args.hang_timeout_s, echo=display.echo)
 
 
-def launch_and_report(
-    args, figure, preset, device, out, reps, nproc, options, rank_env=None
-) -> int:
+def launch_and_report(args, r: request.RunRequest, job: RankJob) -> int:
     """Start the ranks, record how they ended in status/, and print a digest of the summary."""
     from artifact.store import RunStore
 
     def start(log_path: Path):
-        env = rank_env or {}
-        return _launch(args, log_path, figure, preset, device, out, reps, nproc, options, env)
+        return _launch(args, r, job, log_path)
 
     say, warn = console.print, err_console.print
-    shared = (getattr(args, "nnodes", None) or 1) > 1  # the nodes share the folder
-    rc = stage.launch_and_record(figure, out, reps, device, options, start, say, warn, shared)
-    return rc if rc is not None else _print_outcome(args, RunStore(out), figure, out)
+    rc = stage.launch_and_record(job, start, say, warn, shared=r.shared)
+    return rc if rc is not None else _print_outcome(args, RunStore(job.out), job.figure, job.out)
 
 
 def _print_outcome(args, store, figure: str, out: Path) -> int:

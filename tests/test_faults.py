@@ -440,12 +440,16 @@ def test_a_rendezvous_that_answers_or_is_hosted_here_passes(monkeypatch):
 
 
 def test_torchrun_waits_for_the_nodes_as_long_as_the_bound():
+    from artifact.core.config import get_preset
     from artifact.core.options import RunOptions
+    from artifact.launch.request import RunRequest
 
-    cmd = torchrun.torchrun_command(
-        figure="fig8", preset="tiny", device="cpu", out=Path("o"), reps=1, nproc=2,
-        options=RunOptions.from_flags(), nnodes=2, rdzv_endpoint="n1:29500", rdzv_timeout_s=45,
+    options = RunOptions.from_flags()
+    r = RunRequest(
+        "fig8", get_preset("tiny"), "cpu", 2, options, Path("o"), 1, nnodes=2,
+        rdzv_endpoint="n1:29500", rdzv_timeout_s=45,
     )  # fmt: skip
+    cmd = torchrun.torchrun_command(r.job(Path("o"), 1), r)
     assert cmd[cmd.index("--rdzv-conf") + 1] == "join_timeout=45"
 
 
@@ -538,15 +542,20 @@ def test_a_ctrl_c_after_the_ranks_finished_is_said_and_a_later_one_stops(tmp_pat
     current repetition"."""
     store = RunStore(tmp_path)
 
-    def ranks_finish(args, log_path, figure, *rest):
+    def ranks_finish(args, r, job, log_path):
         log_path.parent.mkdir(parents=True, exist_ok=True)
         cli.STOP_FILE[0].touch()  # the Ctrl-C, during the last repetition
-        store.write_status(figure, "ran", "every configuration ran")
+        store.write_status(job.figure, "ran", "every configuration ran")
         return torchrun.Outcome(0)
+
+    from artifact.core.config import get_preset
+    from artifact.core.options import RunOptions
+    from artifact.launch.request import RunRequest
 
     monkeypatch.setattr(cli, "_launch", ranks_finish)
     args = cli.build_parser().parse_args(["run", "fig8", "--preset", "tiny"])
-    assert cli.launch_and_report(args, "fig8", "tiny", "cpu", tmp_path, 1, 2, None) == 0
+    r = RunRequest("fig8", get_preset("tiny"), "cpu", 2, RunOptions(), tmp_path, 1)
+    assert cli.launch_and_report(args, r, r.job(tmp_path, 1)) == 0
     assert "the Ctrl-C came after the last repetition: fig8 finished" in capsys.readouterr().err
     assert cli.STOP_FILE == []
     with pytest.raises(KeyboardInterrupt):

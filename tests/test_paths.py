@@ -72,13 +72,13 @@ def test_a_write_that_fails_midway_removes_its_temp_file(tmp_path):
 def test_a_shared_folder_keeps_another_nodes_write_in_flight(tmp_path, shared, kept):
     """Two nodes' launchers share one folder: one cleared the other's temporary plan.json
     as it wrote it, and that node failed its rename (FileNotFoundError)."""
-    from artifact.core.options import RunOptions
+    from artifact.core.rankjob import RankJob
     from artifact.launch.stage import _before_launch
 
     in_flight = tmp_path / ".plan.json.u7paxg89.tmp"
     in_flight.write_text("{")
     said = []
-    _before_launch("fig8", tmp_path, "cpu", RunOptions(), said.append, shared=shared)
+    _before_launch(RankJob("fig8", "tiny", "cpu", tmp_path, 1), said.append, shared=shared)
     assert in_flight.exists() == kept
     assert bool(said) != kept  # the clearing is said where it happens
 
@@ -120,10 +120,17 @@ def test_a_hung_run_keeps_its_ranks_tracebacks_off_the_console(tmp_path, monkeyp
         "print('rank 0 started', flush=True)\n"
         "time.sleep(60)\n"
     )
-    monkeypatch.setattr(torchrun, "torchrun_command", lambda **kw: [sys.executable, "-c", script])
+    from artifact.core.config import get_preset
+    from artifact.core.options import RunOptions
+    from artifact.core.rankjob import RankJob
+    from artifact.launch.request import RunRequest
+
+    monkeypatch.setattr(torchrun, "torchrun_command", lambda *a: [sys.executable, "-c", script])
     shown: list[str] = []
     log = tmp_path / "logs" / "fig8.log"
-    outcome = torchrun.launch(log, hang_s=2.0, echo=shown.append, device="cpu")
+    job = RankJob("fig8", "tiny", "cpu", tmp_path, 1)
+    r = RunRequest("fig8", get_preset("tiny"), "cpu", 1, RunOptions(), tmp_path, 1)
+    outcome = torchrun.launch(log, job, r, hang_s=2.0, echo=shown.append)
     assert outcome.hung and "no progress for 2 s" in outcome.hung
     assert shown == ["rank 0 started\n"]
     assert "Traceback line 79" in log.read_text()
@@ -169,7 +176,7 @@ def test_phase_times_reads_a_folders_time_from_its_logs_and_records(tmp_path):
 def test_an_interruption_after_the_figure_finished_says_it_finished(tmp_path):
     """A Ctrl-C that reached the CLI after rank 0 had written the last record and the
     'ran' status: it said 'not finished' with every record on disk."""
-    from artifact.core.options import RunOptions
+    from artifact.core.rankjob import RankJob
     from artifact.launch.stage import launch_and_record
     from artifact.store import RunStore
 
@@ -182,9 +189,8 @@ def test_an_interruption_after_the_figure_finished_says_it_finished(tmp_path):
         raise KeyboardInterrupt
 
     said: list[str] = []
-    rc = launch_and_record(
-        "fig8", tmp_path, 2, "cpu", RunOptions(), start, said.append, lambda m, **k: said.append(m)
-    )
+    job = RankJob("fig8", "tiny", "cpu", tmp_path, 2)
+    rc = launch_and_record(job, start, said.append, lambda m, **k: said.append(m))
     assert rc == 130
     assert store.status()["fig8"]["status"] == "ran"  # not overwritten with 'failed'
     assert any("after it finished" in line for line in said) and not any(

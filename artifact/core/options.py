@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from artifact.core.config import MODELS, PARALLELISMS, check_precision, get_model
+from artifact.core.config import MODELS, PARALLELISMS, PRECISIONS, check_precision, get_model
 from artifact.core.emulated import check_ctas, check_link, check_stand_in, check_world
 from artifact.core.errors import ArtifactError, bad_choice, check_positive
 from artifact.core.mechanisms import AXES
@@ -36,33 +36,92 @@ def beyond_paper(config: dict) -> bool:
     return config.get("fsdp_impl", PAPER_FSDP_IMPL) != PAPER_FSDP_IMPL
 
 
-def _flag(name: str) -> Any:
-    """A field that defaults to None and knows the CLI flag that sets it."""
-    return field(default=None, metadata={"flag": name})
+def _flag(flag: str, help: str, *, figures: bool = False, **parse: Any) -> Any:
+    """A field that defaults to None and declares the CLI flag that sets it: its --help
+    text (led by the figures that take it, where `figures`) and argparse's keywords
+    (type, choices, action) in `parse`. artifact/arguments.py adds `run`'s flags from these."""
+    return field(
+        default=None, metadata={"flag": flag, "help": help, "figures": figures, "parse": parse}
+    )
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    precision: str | None = _flag("--precision")
-    matmul_size: int | None = _flag("--matmul-size")
-    comm_bytes: int | None = _flag("--comm-mib")  # bytes; the flag takes MiB
-    power_interval_s: float | None = _flag("--power-interval-ms")  # seconds; the flag takes ms
-    models: tuple[str, ...] | None = _flag("--models")
-    parallelisms: tuple[str, ...] | None = _flag("--parallelisms")
-    recompute: str | None = _flag("--recompute")  # auto (None), on, off
+    precision: str | None = _flag("--precision", f"one of {', '.join(PRECISIONS)}", figures=True)
+    matmul_size: int | None = _flag("--matmul-size", "M=N=K of the matmul", figures=True, type=int)
+    comm_bytes: int | None = _flag(  # bytes; the flag takes MiB
+        "--comm-mib", "all-reduce size in MiB (paper: 1024)", figures=True, type=int
+    )
+    power_interval_s: float | None = _flag(  # seconds; the flag takes ms
+        "--power-interval-ms", "power sampling interval (default 20 ms)", type=int
+    )
+    models: tuple[str, ...] | None = _flag(
+        "--models", "comma-separated model names (FSDP and pipeline figures)"
+    )
+    parallelisms: tuple[str, ...] | None = _flag(
+        "--parallelisms", "fsdp, pipeline or both (default both)", figures=True
+    )
+    recompute: str | None = _flag(  # auto (None), on, off
+        "--recompute",
+        "activation recomputation (training figures): auto (default) turns it on where "
+        "the preset's memory rule says a configuration would not fit without it",
+        choices=RECOMPUTE_CHOICES,
+    )
     # the FSDP implementations, comma-separated in the order run; None: deepspeed alone
     # (the paper's), left out so plans from before the flag resume
-    fsdp_impl: str | None = _flag("--fsdp-impl")
-    allow_power_cap: bool | None = _flag("--allow-power-cap")
+    fsdp_impl: str | None = _flag(
+        "--fsdp-impl",
+        "FSDP rows through deepspeed (ZeRO-3, the paper's; default), fsdp2 (torch) or both "
+        "side by side (deepspeed,fsdp2)",
+        figures=True,
+    )
+    allow_power_cap: bool | None = _flag(
+        "--allow-power-cap",
+        "let the run change GPU power limits (restored afterwards; never on shared machines)",
+        figures=True,
+        action="store_true",
+    )
     # rank 0 of this many ranks alone on one device (artifact.rank.emulation)
-    emulate_world: int | None = _flag("--emulate-world")
-    link_gbps: float | None = _flag("--link-gbps")  # emulated link, GB/s one way
-    stand_in: str | None = _flag("--stand-in")  # copy (None) or nccl-shaped
-    comm_ctas: int | None = _flag("--comm-ctas")  # the stand-in's CTAs, or --colocate's total
-    colocate: int | None = _flag("--colocate")  # W real NCCL ranks on one GPU (fig8, contention)
-    axes: str | None = _flag("--axes")  # the contention map's axes, comma-separated (None: all)
+    emulate_world: int | None = _flag(
+        "--emulate-world",
+        "run rank 0 of W ranks alone on one device (fake process group, its traffic as "
+        "paced local copies; records are labelled emulated)",
+        figures=True,
+    )
+    link_gbps: float | None = _flag(  # emulated link, GB/s one way
+        "--link-gbps",
+        "with --emulate-world: the link's bandwidth in GB/s (gigabytes a second, one "
+        "direction; default by GPU model, e.g. 450 for H100/H200 NVLink)",
+    )
+    stand_in: str | None = _flag(  # copy (None) or nccl-shaped
+        "--stand-in",
+        "with --emulate-world: what moves rank 0's bytes: copy (paced copies, the default) "
+        "or nccl-shaped (one persistent kernel of C CTAs a collective, as NCCL's ring)",
+    )
+    comm_ctas: int | None = _flag(  # the stand-in's CTAs, or --colocate's total
+        "--comm-ctas",
+        "CTAs of the NCCL-shaped stand-in (default: NCCL's channels for the GPU model, "
+        "artifact/data/nccl_channels.json), or the total CTAs of --colocate's ranks",
+    )
+    colocate: int | None = _flag(  # W real NCCL ranks on one GPU (fig8, contention)
+        "--colocate",
+        "W real NCCL ranks on this one GPU, one thread a rank (needs NCCL 2.30 or newer)",
+        figures=True,
+    )
+    axes: str | None = _flag(  # the contention map's axes, comma-separated (None: all)
+        "--axes",
+        "the axes to run, comma-separated: base (the map and what holds compute back), "
+        "order (compute-first beside holder-first), mitigation (NCCL's CTA policies and "
+        "max_ctas, torch's SM carve-out); default all",
+        figures=True,
+    )
     # the stopping rule in the run loop: the repetitions become a maximum (runner.pending)
-    adaptive: bool | None = _flag("--adaptive")
+    adaptive: bool | None = _flag(
+        "--adaptive",
+        "the stopping rule: --reps (or the preset's) becomes the most repetitions; each "
+        "configuration runs 5, then as many as its judged quantities need (docs/measurement.md)",
+        action="store_true",
+    )
 
     def __post_init__(self):
         if self.precision is not None:
@@ -203,6 +262,10 @@ def flag_of(name: str) -> str:
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunOptions))
+# argparse's attribute for each field's flag, as `from_flags` takes them (--comm-mib: comm_mib)
+FLAG_DESTS: tuple[str, ...] = tuple(
+    f.metadata["flag"].removeprefix("--").replace("-", "_") for f in dataclasses.fields(RunOptions)
+)
 
 
 def _names(text: str | None, canonical) -> tuple[str, ...] | None:

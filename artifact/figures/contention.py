@@ -21,6 +21,7 @@ SPEC = FigureSpec(
     derived=derived.MICROBENCH,
     in_paper=False,
     default_reps=lambda preset: preset.contention.reps,
+    colocates_nccl_ranks=True,  # its one-GPU map times co-located NCCL ranks
     why_not={
         "matmul_size": "--matmul-size does not apply to contention (each compute kind has "
         "its size); narrow the sweep with --precision or --comm-mib"

@@ -84,6 +84,8 @@ class FigureSpec:
     why_not: Mapping[str, str] = field(default_factory=dict)
     # reads power telemetry: a machine without it (a CPU) records the figure "not run"
     needs_telemetry: bool = False
+    # co-locates NCCL ranks on one GPU without --colocate: its ranks turn on NCCL's multi-rank mode
+    colocates_nccl_ranks: bool = False
 
     @property
     def runs_noise_floor(self) -> bool:

@@ -15,10 +15,12 @@ from artifact import placement, procs
 from artifact.core import emulated
 from artifact.core.config import Preset, check_device, default_preset, get_preset
 from artifact.core.errors import ArtifactError, check_positive
-from artifact.core.options import RunOptions
+from artifact.core.options import FLAG_DESTS, RunOptions
+from artifact.core.rankjob import RankJob
 from artifact.env import device_kind
-from artifact.figures import spec_of
+from artifact.figures import all_figures, spec_of
 from artifact.launch import runplan
+from artifact.launch.torchrun import DEFAULT_RDZV_TIMEOUT_S, check_rendezvous
 
 
 @dataclass(frozen=True)
@@ -35,11 +37,17 @@ class RunRequest:
     nnodes: int = 1
     rank_env: dict[str, str] = field(default_factory=dict)  # the GPUs' other processes
     ranks_per_gpu: int = 1  # --ranks-per-gpu: ranks sharing each GPU (nproc = GPUs x this)
+    rdzv_endpoint: str | None = None  # HOST:PORT of a multi-node run's rendezvous
+    rdzv_timeout_s: float = DEFAULT_RDZV_TIMEOUT_S
 
     @property
     def shared(self) -> bool:
         """The agents of a multi-node run share one folder (one CLI a node): no lock."""
         return self.nnodes > 1
+
+    def job(self, out: Path, reps: int) -> RankJob:
+        """What the ranks are asked to do, once the folder `out` is claimed for `reps`."""
+        return RankJob(self.figure, self.preset.name, self.device, out, reps, self.options)
 
 
 def build(
@@ -49,8 +57,6 @@ def build(
     the checks have always run: the rendezvous, a held folder, the device and preset, the
     ranks, the GPUs' other processes (said through `say`), the experiment's own check."""
     if args.rdzv_endpoint:  # bounded: an unreachable endpoint is one line, not minutes
-        from artifact.launch.torchrun import check_rendezvous
-
         check_rendezvous(args.rdzv_endpoint, args.rdzv_timeout_s)
     nnodes = args.nnodes or 1
     if args.out:  # characters, lengths, inodes: one line before the folder is looked at
@@ -77,8 +83,9 @@ def build(
         experiment.check_options(preset, options)
     out = Path(args.out) if args.out else None
     return RunRequest(
-        figure, preset, device, nproc, options, out, args.reps, nnodes, rank_env, per_gpu
-    )
+        figure, preset, device, nproc, options, out, args.reps, nnodes, rank_env, per_gpu,
+        rdzv_endpoint=args.rdzv_endpoint, rdzv_timeout_s=args.rdzv_timeout_s,
+    )  # fmt: skip
 
 
 def check_preset_device(preset: Preset, device: str) -> None:
@@ -171,24 +178,7 @@ def options(args: argparse.Namespace, say: Callable[..., None]) -> RunOptions:
             raise ArtifactError(
                 f"--rdzv-endpoint {args.rdzv_endpoint!r} is not HOST:PORT (e.g. node01:29500)"
             )
-    options = RunOptions.from_flags(
-        precision=args.precision,
-        matmul_size=args.matmul_size,
-        comm_mib=args.comm_mib,
-        power_interval_ms=args.power_interval_ms,
-        models=args.models,
-        parallelisms=args.parallelisms,
-        recompute=args.recompute,
-        fsdp_impl=args.fsdp_impl,
-        allow_power_cap=args.allow_power_cap,
-        emulate_world=args.emulate_world,
-        link_gbps=args.link_gbps,
-        stand_in=args.stand_in,
-        comm_ctas=args.comm_ctas,
-        colocate=args.colocate,
-        adaptive=args.adaptive,
-        axes=args.axes,
-    )
+    options = RunOptions.from_flags(**{dest: getattr(args, dest) for dest in FLAG_DESTS})
     if options.emulate_world:
         check_alone(args, options.emulate_world)
     if args.only_applicable:  # nox -s all hands every figure the same flags
@@ -202,13 +192,16 @@ def options(args: argparse.Namespace, say: Callable[..., None]) -> RunOptions:
 def check_run_args(run_args: list[str]) -> None:
     """The flags `all` hands every figure, checked once before anything runs: a bad value
     is one line and exit 2, not one error per figure."""
-    # as `all` hands them on: each figure keeps the flags it takes (--only-applicable), so
-    # a figure's own flag (--fsdp-impl, --emulate-world) is no error for fig8; the values
-    # are still checked, and the "left out" notes wait for each figure's own run
+    # checked for each figure as `all` hands them on: it keeps the flags it takes
+    # (--only-applicable), so another figure's flag (--fsdp-impl, --emulate-world) is no
+    # error; what is left must still hold together (--comm-ctas needs its --colocate or
+    # --stand-in), and the "left out" notes wait for each figure's own run
     from artifact.arguments import build_parser
 
-    args = build_parser().parse_args(["run", "fig8", *run_args, "--only-applicable"])
-    options(args, say=lambda *a, **k: None)  # the notes wait for each figure's run
+    parser = build_parser()
+    for figure in all_figures():
+        args = parser.parse_args(["run", figure, *run_args, "--only-applicable"])
+        options(args, say=lambda *a, **k: None)
     device = resolve_device(args.device)
     preset = get_preset(args.preset or default_preset(device != "cpu"))
     check_preset_device(preset, device)

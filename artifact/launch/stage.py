@@ -19,6 +19,7 @@ from typing import Any
 from artifact import procs
 from artifact.core.errors import ArtifactError, Terminated, interrupted_by
 from artifact.core.options import RunOptions
+from artifact.core.rankjob import RankJob
 from artifact.estimate import reference
 from artifact.figures import spec_of
 from artifact.launch import runplan
@@ -104,22 +105,21 @@ def writer_lock(out: Path):
     return procs.FolderLock(out).acquire() if ran else None
 
 
-def _before_launch(
-    figure: str, out: Path, device: str, options, say: Say, shared: bool = False
-) -> None:
+def _before_launch(job: RankJob, say: Say, shared: bool = False) -> None:
     """Leftovers of a killed run cleared, and DeepSpeed's first-use build announced. A
     folder the nodes of a multi-node run share (`shared`) keeps its temporary files: one
     may be another node's write in flight (clearing it failed that node's rename; readers
     ignore temporary files anyway)."""
     from artifact.store import RunStore
 
-    if not shared and (removed := RunStore(out).clean_partial()):
-        say(f"removed {removed} half-written file(s) a killed run left in {out}")
+    if not shared and (removed := RunStore(job.out).clean_partial()):
+        say(f"removed {removed} half-written file(s) a killed run left in {job.out}")
     for stale in procs.clear_stale_build_locks(say=say):
         say(f"removed a build lock a killed run left behind: {stale}")
     # a figure whose FSDP rows may go through DeepSpeed (its spec takes --fsdp-impl)
-    uses_deepspeed = "fsdp_impl" in spec_of(figure).options and "deepspeed" in options.fsdp_impls
-    if device == "cpu" and uses_deepspeed and not procs.built("deepspeed_shm_comm"):
+    takes_impl = "fsdp_impl" in spec_of(job.figure).options
+    uses_deepspeed = takes_impl and "deepspeed" in job.options.fsdp_impls
+    if job.device == "cpu" and uses_deepspeed and not procs.built("deepspeed_shm_comm"):
         say(
             "first use: DeepSpeed builds its CPU communication op now (about "
             f"{reference.value('deepspeed_cpu_op_build_s'):.0f} s on 2 cores; needs a C++ "
@@ -159,9 +159,8 @@ def _stopped(store, figure: str, why: str, reps: int, out: Path, warn: Say) -> i
 
 
 def launch_and_record(
-    figure: str, out: Path, reps: int, device: str, options, start, say: Say, warn: Say,
-    shared: bool = False,
-) -> int | None:  # fmt: skip
+    job: RankJob, start: Callable[[Path], Any], say: Say, warn: Say, shared: bool = False
+) -> int | None:
     """Start the ranks (`start(log_path)`: the CLI's launch under its live display) and
     record how they ended in status/. Returns the exit code of a run that did not end
     well (1 failed, 130 interrupted), None where the figure ended (its outcome is the
@@ -169,12 +168,13 @@ def launch_and_record(
     from artifact.launch import torchrun
     from artifact.store import RunStore
 
+    figure, out, reps = job.figure, job.out, job.reps
     log_path = out / "logs" / f"{figure}.log"
     store = RunStore(out)
     stop = out / "logs" / f"{figure}.stop"
     stop.unlink(missing_ok=True)
     STOP_FILE[:] = [stop]
-    _before_launch(figure, out, device, options, say, shared)
+    _before_launch(job, say, shared)
     try:
         outcome = start(log_path)
     except (KeyboardInterrupt, Terminated) as e:

@@ -7,10 +7,10 @@ at --rdzv-endpoint (the same command runs under SLURM's srun, one agent a node).
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -20,13 +20,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from artifact import procs
 from artifact.core.errors import ArtifactError
-from artifact.core.options import RunOptions
+from artifact.core.rankjob import RankJob
 from artifact.launch.progress import read_beacon
 from artifact.store import RUN_END, RUN_HEADER
+
+if TYPE_CHECKING:  # request.py imports this module (the rendezvous check, its default)
+    from artifact.launch.request import RunRequest
 
 DEFAULT_HANG_S = 600.0  # no output and no progress this long: the run is hung
 # a Python exception's last line in the ranks' output ("ValueError: Type fp16 is not ...")
@@ -40,51 +43,27 @@ _ROOT_CAUSE = re.compile(
 DEFAULT_RDZV_TIMEOUT_S = 60.0
 
 
-def torchrun_command(
-    *,
-    figure: str,
-    preset: str,
-    device: str,
-    out: Path,
-    reps: int,
-    nproc: int,
-    options: RunOptions,
-    nnodes: int = 1,
-    rdzv_endpoint: str | None = None,
-    rdzv_timeout_s: float = DEFAULT_RDZV_TIMEOUT_S,
-) -> list[str]:
-    cmd = [sys.executable, "-m", procs.TORCHRUN, "--nproc-per-node", str(nproc)]
-    if nnodes == 1 and rdzv_endpoint is None:
+def torchrun_command(job: RankJob, r: RunRequest) -> list[str]:
+    """torchrun's command line: its ranks on this node (and the rendezvous of several
+    nodes), each a worker with the job as its one argument."""
+    cmd = [sys.executable, "-m", procs.TORCHRUN, "--nproc-per-node", str(r.nproc)]
+    if r.nnodes == 1 and r.rdzv_endpoint is None:
         cmd.append("--standalone")
     else:
         cmd += [
             "--nnodes",
-            str(nnodes),
+            str(r.nnodes),
             "--rdzv-backend",
             "c10d",
             "--rdzv-endpoint",
-            str(rdzv_endpoint),
+            str(r.rdzv_endpoint),
             # the nodes' wait for each other, bounded as the CLI's reach of the endpoint is
             "--rdzv-conf",
-            f"join_timeout={max(1, math.ceil(rdzv_timeout_s))}",
+            f"join_timeout={max(1, math.ceil(r.rdzv_timeout_s))}",
         ]
-    cmd += [
-        "-m",
-        "artifact.rank.worker",
-        "--figure",
-        figure,
-        "--preset",
-        preset,
-        "--device",
-        device,
-        "--out",
-        str(out),
-        "--reps",
-        str(reps),
-        "--options",
-        json.dumps(options.as_json()),
-    ]
-    return cmd
+    # The job inline, not a file's path: the log's command (shell-quoted) then reruns as
+    # it is, with nothing beside it to keep or to go stale
+    return [*cmd, "-m", "artifact.rank.worker", "--job", job.to_json()]
 
 
 def child_env(device: str, environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -124,10 +103,10 @@ def _watchdog(proc, progress: Path, last_output: list[float], hang_s: float, hun
 
 def launch(
     log_path: Path,
+    job: RankJob,
+    r: RunRequest,
     hang_s: float = DEFAULT_HANG_S,
     echo: Callable[[str], Any] | None = None,
-    rank_env: dict[str, str] | None = None,
-    **kwargs: Any,
 ) -> Outcome:
     """Run the ranks to completion, every line of their output in `log_path` and handed
     to `echo` (default: stderr; the CLI's display decides which lines reach the console,
@@ -138,63 +117,78 @@ def launch(
     turns into one) stops torchrun, which stops its workers, before it propagates: no
     rank outlives its launcher's interruption.
     """
-    # Over 60 lines: the launch, its watchdog and its stop on every exit read top to bottom.
     log_path.parent.mkdir(parents=True, exist_ok=True)
     progress = log_path.with_suffix(".progress")
     progress.unlink(missing_ok=True)
-    env = {**child_env(kwargs["device"]), "PYTHONUNBUFFERED": "1", "ARTIFACT_HANG_S": str(hang_s)}
-    env |= rank_env or {}  # the CLI's word on the GPUs' other processes (procs.gpus_idle_env)
-    cli = os.getpid()  # torchrun's parent: if it is gone before torchrun's prctl, so is torchrun
+    env = {**child_env(job.device), "PYTHONUNBUFFERED": "1", "ARTIFACT_HANG_S": str(hang_s)}
+    env |= r.rank_env  # the CLI's word on the GPUs' other processes (procs.gpus_idle_env)
+    cmd = torchrun_command(job, r)
     with _Log(log_path) as log:  # by line: `tail -f` follows the run
         started = time.monotonic()
-        log.write(f"{RUN_HEADER} {' '.join(torchrun_command(**kwargs))}\n")
+        log.write(f"{RUN_HEADER} {shlex.join(cmd)}\n")
         log.flush()
-        proc = subprocess.Popen(
-            torchrun_command(**kwargs),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            # A terminal's Ctrl-C goes to its foreground process group: torchrun gets a
-            # group of its own, so the CLI alone decides (stop between repetitions, or
-            # now on a second Ctrl-C; the CLI then terminates torchrun itself, below).
-            # The CLI killed outright (SIGKILL): torchrun is killed too, and its death
-            # kills each worker (artifact/rank/worker.py, before its imports). Not SIGTERM:
-            # torchrun's graceful shutdown once outlived the 10 s a killed run is given
-            # to leave no process (CI, tests/test_interrupt.py), and with nobody left to
-            # record anything it has nothing to do.
-            start_new_session=True,
-            preexec_fn=lambda: procs.die_with_parent(signal.SIGKILL, parent=cli),
-        )
-        last_output, hung = [time.time()], []
-        watch = threading.Thread(
-            target=_watchdog, args=(proc, progress, last_output, hang_s, hung), daemon=True
-        )
-        watch.start()
-        shown = _Shown(echo or sys.stderr.write)
+        proc = _start(cmd, env)
         try:
-            for line in proc.stdout:
-                last_output[0] = time.time()
-                log.write(line)
-                if not hung:  # once stopped as hung, the ranks' tracebacks go to the log only
-                    shown(line)
-            rc = proc.wait()
-            watch.join(timeout=60)
-            log.write(f"{RUN_END} exit {rc} after {time.monotonic() - started:.1f} s\n")
-            return Outcome(rc, hung[0] if hung else None, shown.error)
+            return _follow(proc, log, progress, hang_s, echo or sys.stderr.write, started)
         except BaseException:
-            # Interrupted: stop torchrun (it forwards the signal to every worker) and send
-            # whatever the ranks still print, tracebacks of the interruption included, to
-            # the log only. A second Ctrl-C here kills at once.
-            proc.terminate()
-            try:
-                rest, _ = proc.communicate(timeout=30)
-            except BaseException:
-                proc.kill()
-                rest, _ = proc.communicate()
-            log.write(rest or "")
-            log.write(f"{RUN_END} interrupted after {time.monotonic() - started:.1f} s\n")
+            _stop(proc, log, started)
             raise
+
+
+def _start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """torchrun, in a process group of its own, killed with this process."""
+    cli = os.getpid()  # torchrun's parent: if it is gone before torchrun's prctl, so is torchrun
+    return subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        # A terminal's Ctrl-C goes to its foreground process group: torchrun gets a
+        # group of its own, so the CLI alone decides (stop between repetitions, or
+        # now on a second Ctrl-C; the CLI then terminates torchrun itself, _stop).
+        # The CLI killed outright (SIGKILL): torchrun is killed too, and its death
+        # kills each worker (artifact/rank/worker.py, before its imports). Not SIGTERM:
+        # torchrun's graceful shutdown once outlived the 10 s a killed run is given
+        # to leave no process (CI, tests/test_interrupt.py), and with nobody left to
+        # record anything it has nothing to do.
+        start_new_session=True,
+        preexec_fn=lambda: procs.die_with_parent(signal.SIGKILL, parent=cli),
+    )
+
+
+def _follow(proc, log: _Log, progress: Path, hang_s: float, echo, started: float) -> Outcome:
+    """The ranks' output into the log and to `echo` until torchrun exits, under the
+    watchdog; how they ended."""
+    last_output, hung = [time.time()], []
+    watch = threading.Thread(
+        target=_watchdog, args=(proc, progress, last_output, hang_s, hung), daemon=True
+    )
+    watch.start()
+    shown = _Shown(echo)
+    for line in proc.stdout:
+        last_output[0] = time.time()
+        log.write(line)
+        if not hung:  # once stopped as hung, the ranks' tracebacks go to the log only
+            shown(line)
+    rc = proc.wait()
+    watch.join(timeout=60)
+    log.write(f"{RUN_END} exit {rc} after {time.monotonic() - started:.1f} s\n")
+    return Outcome(rc, hung[0] if hung else None, shown.error)
+
+
+def _stop(proc, log: _Log, started: float) -> None:
+    """Interrupted: stop torchrun (it forwards the signal to every worker) and send
+    whatever the ranks still print, tracebacks of the interruption included, to the log
+    only. A second Ctrl-C here kills at once."""
+    proc.terminate()
+    try:
+        rest, _ = proc.communicate(timeout=30)
+    except BaseException:
+        proc.kill()
+        rest, _ = proc.communicate()
+    log.write(rest or "")
+    log.write(f"{RUN_END} interrupted after {time.monotonic() - started:.1f} s\n")
 
 
 class _Log:

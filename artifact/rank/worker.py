@@ -1,16 +1,14 @@
 """One rank of an experiment, started by torchrun (artifact.launch.torchrun):
-`python -m artifact.rank.worker`."""
+`python -m artifact.rank.worker --job JSON` (artifact.core.rankjob)."""
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import logging
 import os
 import sys
 import warnings
-from pathlib import Path
 
 from artifact import procs
 
@@ -29,6 +27,7 @@ from artifact import placement
 from artifact.core.config import get_preset
 from artifact.core.errors import ArtifactError
 from artifact.core.options import RunOptions
+from artifact.core.rankjob import RankJob
 from artifact.figures import spec_of
 from artifact.measure import device as device_layer
 from artifact.measure import power
@@ -59,15 +58,11 @@ def failure_reason(e: BaseException, figure: str) -> str:
     return f"{what} (log: logs/{figure}.log)"
 
 
-def _parse(argv: list[str] | None) -> argparse.Namespace:
+def _parse(argv: list[str] | None) -> RankJob:
+    """The job the launcher wrote (artifact.launch.torchrun): `--job JSON`, parsed once."""
     p = argparse.ArgumentParser()
-    p.add_argument("--figure", required=True)
-    p.add_argument("--preset", required=True)
-    p.add_argument("--device", required=True, choices=["cpu", "cuda", "rocm"])
-    p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--reps", type=int, required=True)
-    p.add_argument("--options", default="{}")
-    return p.parse_args(argv)
+    p.add_argument("--job", required=True, help="the RankJob as JSON (artifact.core.rankjob)")
+    return RankJob.from_json(p.parse_args(argv).job)
 
 
 def _join(kind: str, options: RunOptions) -> tuple[int, int, int, torch.device, str]:
@@ -95,10 +90,10 @@ def _join(kind: str, options: RunOptions) -> tuple[int, int, int, torch.device, 
     return rank, world, local_rank, device, backend
 
 
-def _context(args: argparse.Namespace, local_rank: int, device, backend: str) -> RunContext:
+def _context(job: RankJob, local_rank: int, device, backend: str) -> RunContext:
     """The rank's RunContext: preset, telemetry, provenance and the results store."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    preset = get_preset(args.preset)
+    preset = get_preset(job.preset)
     gpu_index = device_layer.physical_index(device.index if device.type == "cuda" else local_rank)
     telemetry = (
         power.open_backend("auto", gpu_index) if device.type == "cuda" else power.NoneBackend()
@@ -106,7 +101,7 @@ def _context(args: argparse.Namespace, local_rank: int, device, backend: str) ->
     provenance = {
         **envmod.capture(),
         "preset": preset.name,
-        "figure": args.figure,
+        "figure": job.figure,
         "world_size": world,
         "backend": backend,
         "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", 1)) if emulation.has_peers() else 1,
@@ -120,23 +115,23 @@ def _context(args: argparse.Namespace, local_rank: int, device, backend: str) ->
         # set by the CLI's --allow-shared-device when other jobs used the GPU
         "other_gpu_processes": os.environ.get(procs.SHARED_PROCESSES_ENV, ""),
     }
-    options = RunOptions.from_json(json.loads(args.options))
+    options = job.options
     if options.emulate_world:
         provenance["emulated_world"] = options.emulate_world
         provenance["emulated_link_gbps"] = emulation.link_gbps()
         provenance["emulated_stand_in"], provenance["emulated_comm_ctas"] = emulation.stand_in()
     return RunContext(
-        figure=args.figure,
+        figure=job.figure,
         preset=preset,
         device=device,
         rank=rank,
         world_size=world,
-        store=RunStore(args.out),
+        store=RunStore(job.out),
         provenance=provenance,
-        reps=args.reps,
+        reps=job.reps,
         warmup=preset.warmup,
         iters=preset.iters_per_rep,
-        traces_dir=args.out / "traces" / args.figure,
+        traces_dir=job.out / "traces" / job.figure,
         options=options,
         gpu_index=gpu_index,
         power_backend=telemetry,
@@ -218,6 +213,12 @@ def _with_stopped(store: RunStore, figure: str, details: dict, reason: str) -> s
     )
 
 
+def colocates(job: RankJob) -> bool:
+    """Whether this run's ranks co-locate NCCL ranks on one GPU: its figure always does
+    (FigureSpec.colocates_nccl_ranks), or --colocate W asked for it."""
+    return spec_of(job.figure).colocates_nccl_ranks or bool(job.options.colocate)
+
+
 def colocate_env() -> dict[str, str]:
     from artifact.rank.colocate import NCCL_ENV
 
@@ -236,33 +237,32 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _main(argv: list[str] | None) -> None:
-    args = _parse(argv)
+    job = _parse(argv)
     # DeepSpeed calls torch.distributed functions that torch 2.13 marks deprecated; the
     # warning repeats on every call and buries the run's own log.
     warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated")
-    options = RunOptions.from_json(json.loads(args.options))
-    if args.figure == "contention" or options.colocate:
+    if colocates(job):
         # co-located NCCL ranks (artifact.rank.colocate): NCCL reads these once, at its first
         # communicator, which the process group below may create
         for k, v in colocate_env().items():
             os.environ.setdefault(k, v)
-    rank, _, local_rank, device, backend = _join(args.device, options)
+    rank, _, local_rank, device, backend = _join(job.device, job.options)
     try:
         if rank == 0:
-            RunStore(args.out).write_status(
-                args.figure,
+            RunStore(job.out).write_status(
+                job.figure,
                 "running",
                 "started; a run stopped before it finished leaves this status",
                 configs={},
             )
-        ctx = _context(args, local_rank, device, backend)
+        ctx = _context(job, local_rank, device, backend)
         ended = _run(ctx)
         if emulation.has_peers():
             dist.barrier()  # every rank's work, and rank 0's records, are done
         if rank == 0:
             # processes started: one under emulation (the CLI's resume check counts them)
             processes = ctx.world_size if emulation.has_peers() else 1
-            _finish_status(ctx.store, args.figure, ctx.reps, processes, ended)
+            _finish_status(ctx.store, job.figure, ctx.reps, processes, ended)
     except BaseException:
         dist.destroy_process_group()
         raise
