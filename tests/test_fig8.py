@@ -213,28 +213,27 @@ def test_report_of_a_cpu_run(fig8_run):
 
 
 def test_span_timer_sums_only_marked_spans_of_each_iteration_while_begun():
-    import time
-
     import torch
 
-    from artifact.measure.timing import SpanTimer
+    from artifact.measure.timing import SpanTimer, clock_from
 
+    now = [0.0]  # the host clock the timer reads: each step below advances it 10 ms
     timer = SpanTimer(torch.device("cpu"), "compute_ms")
 
     def iteration(spans):
         timer.next_iteration()
         for _ in range(spans):
             with timer.span():
-                time.sleep(0.01)
-        time.sleep(0.01)  # outside any span: not counted
+                now[0] += 0.010
+        now[0] += 0.010  # outside any span: not counted
 
-    iteration(1)  # before begin: not timed
-    timer.begin()
-    iteration(1)
-    iteration(3)
-    got = timer.end()["compute_ms"]
-    assert len(got) == 2
-    assert 10 <= got[0] < 18 and 30 <= got[1] < 45
-    iteration(2)  # after end: not timed, and nothing is kept
-    timer.begin()
+    with clock_from(lambda: now[0]):
+        iteration(1)  # before begin: not timed
+        timer.begin()
+        iteration(1)
+        iteration(3)
+        got = timer.end()["compute_ms"]
+        assert got == pytest.approx([10.0, 30.0])
+        iteration(2)  # after end: not timed, and nothing is kept
+        timer.begin()
     assert timer.end() == {"compute_ms": []}
