@@ -23,6 +23,7 @@ from pathlib import Path
 from artifact import placement
 from artifact.budget import flag_value
 from artifact.core.errors import ArtifactError
+from artifact.figures import own_records, spec_of
 from artifact.judge.rehearsal import REFERENCE
 from artifact.launch.request import resolve_device
 from artifact.rank import mps
@@ -32,8 +33,12 @@ PRESET = "rehearsal"
 FSDP_IMPLS = "deepspeed,fsdp2"
 # Without MPS, ranks sharing a GPU take turns on it; the measured cost decides the default
 MPS_DEFAULT = "off"
-# the figures with FSDP rows: their reference under emulation (fig10 and fig11 add precisions)
-REFERENCE_FIGURES = ("fig4", "fig10", "fig11")
+
+
+def reference_figures() -> tuple[str, ...]:
+    """The figures with FSDP rows, run under emulation as the reference: those that run
+    training steps of their own (fig5 reads fig4's; fig10 and fig11 add precisions)."""
+    return tuple(f for f in own_records() if spec_of(f).trains)
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -126,7 +131,7 @@ def run(argv: list[str], say: Callable[[str], None] = print) -> int:
         ref += ["--fsdp-impl", flag_value(args, "--fsdp-impl"), "--reps", "1"]
         ref += ["--device", device, "--out", str(out / REFERENCE), "--only-applicable"]
         failed = []
-        for fig in REFERENCE_FIGURES:
+        for fig in reference_figures():
             rc, _ = child(["run", fig, *ref])
             say(f"reference: {fig}'s FSDP rows as rank 0 of {own.world}, emulated: exit {rc}")
             failed += [fig] if rc else []

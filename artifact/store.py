@@ -351,6 +351,18 @@ class RunStore:
         base = base / config_id if figure and config_id else base
         return [read_record(path) for path in sorted(base.glob("**/rep-*.json"))]
 
+    def readable_records(self, figure: str | None = None) -> list[dict[str, Any]]:
+        """records(figure) less the files that do not read as a record (cut short, or of
+        another shape): for a reader that only counts them (the report's run times)."""
+        base = self.records_dir / figure if figure else self.records_dir
+        out = []
+        for path in sorted(base.glob("**/rep-*.json")):
+            try:
+                out.append(read_record(path))
+            except (OSError, ValueError, ArtifactError):  # ValueError: not UTF-8
+                continue
+        return out
+
     def record_count(self, figure: str | None = None) -> int:
         """How many finished records a figure (or the folder) has on disk; none is read."""
         base = self.records_dir / figure if figure else self.records_dir

@@ -15,8 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections import defaultdict
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from artifact.store import RunStore  # noqa: E402
 
 ENDED = re.compile(r"^==== ended: (?:exit \d+|interrupted) after ([\d.]+) s", re.M)
 
@@ -38,8 +42,7 @@ def phases(folder: Path) -> dict[str, dict[str, float]]:
     """figure -> seconds of wall, settling, timed, profiled, and the rest; records counted."""
     out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     settled: set[tuple] = set()
-    for path in sorted(folder.glob("records/*/*/*/rep-*.json")):
-        r = json.loads(path.read_text())
+    for r in RunStore(folder).records():
         if r.get("reused_from"):
             continue
         fig, m = r["figure"], r["metrics"]

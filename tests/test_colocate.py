@@ -191,7 +191,7 @@ def test_the_stand_in_is_validated_only_where_the_whole_difference_ci_is_within_
     twin, real, verdict
 ):
     summary = pd.DataFrame([_row("twin", *twin), _row("real", *real)])
-    (row,) = standin.verdict_rows(summary, CONFIGS)
+    (row,) = standin.verdict_rows(summary, CONFIGS, "contention")
     assert row["verdict"] == verdict and row["item_type"] == "check"
     assert math.isclose(row["mean"], twin[0] - real[0])
     assert row["ci_low"] < row["mean"] < row["ci_high"]
@@ -200,7 +200,7 @@ def test_the_stand_in_is_validated_only_where_the_whole_difference_ci_is_within_
 
 def test_a_twin_without_its_co_located_rows_is_not_run():
     summary = pd.DataFrame([_row("twin", 0.2, 0.19, 0.21)])
-    (row,) = standin.verdict_rows(summary, {"twin": CONFIGS["twin"]})
+    (row,) = standin.verdict_rows(summary, {"twin": CONFIGS["twin"]}, "contention")
     assert row["verdict"] == "not run" and "coloc-w2" in row["reason"]
 
 
@@ -274,7 +274,7 @@ def test_no_validation_where_co_located_nccl_did_not_run_beside_the_compute(besi
                 "mode": "overlap",
             }
         )
-    (row,) = standin.verdict_rows(pd.DataFrame(rows), CONFIGS)
+    (row,) = standin.verdict_rows(pd.DataFrame(rows), CONFIGS, "contention")
     assert row["verdict"] == verdict
     assert ("did not run side by side" in row["reason"]) == (verdict == "inconclusive")
 
@@ -288,7 +288,9 @@ def test_the_package_datas_h100_validation_is_what_its_records_give():
     assert {r["world"] for r in runs} == {2, 4}
     for entry in runs:
         run = Results.load(ROOT / entry["records"])
-        rows = {r["config_id"]: r for r in standin.verdict_rows(run.summary, run.configs)}
+        rows = {
+            r["config_id"]: r for r in standin.verdict_rows(run.summary, run.configs, "contention")
+        }
         row = rows[entry["config_id"]]
         assert row["verdict"] == entry["verdict"]
         got = [round(100 * row[k], 2) for k in ("mean", "ci_low", "ci_high")]

@@ -320,7 +320,9 @@ def test_heat_map_diverges_around_zero_with_one_scale_a_quantity(tmp_path, monke
                 for metric, value in (("slowdown", -0.08 if speedup else 0.2), ("comm_slowdown", 0.9)):  # fmt: skip
                     row = _row("contention", cid, "derived", metric, value)
                     rows.append(row | {"model": kind, "parallelism": mech})
-    plots.contention_figure(pd.DataFrame(rows), configs, tmp_path, plots.PAPER_FIG8_POINT)
+    plots.contention_figure(
+        "contention", pd.DataFrame(rows), configs, tmp_path, plots.PAPER_FIG8_POINT
+    )
     (fig,) = saved
     heat = [a for a in fig["axes"] if a["images"]]
     assert len(heat) == 4  # 2 quantities x 2 mechanisms
@@ -453,7 +455,8 @@ def test_run_time_leaves_out_pauses_and_counts_starts(tmp_path):
         at = base + pd.Timedelta(seconds=7.5 * k + (883 if k >= 30 else 0))
         path = tmp_path / "records" / "fig6" / "c" / "overlap" / f"rep-{k:03d}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"provenance": {"timestamp": at.isoformat()}}))
+        stamped = record("fig6", "c", "overlap", k, provenance={"timestamp": at.isoformat()})
+        path.write_text(json.dumps(stamped))
     (tmp_path / "logs").mkdir()
     # the first start's ranks ended without a newline: its end line is mid-line
     ends = "==== ended: interrupted after 300.5 s\n", "==== ended: exit 0 after 1000.0 s\n"
@@ -466,6 +469,8 @@ def test_run_time_leaves_out_pauses_and_counts_starts(tmp_path):
     assert t.pauses_s == [pytest.approx(883 + 7.5)]
     assert t.active_s == pytest.approx(59 * 7.5 - 7.5)
     assert figure_time(tmp_path, "fig8") is None
+    (path.parent / "rep-999.json").write_text('{"provenance": ')  # cut short: left out
+    assert figure_time(tmp_path, "fig6").records == 60
 
 
 def test_run_time_leaves_out_records_copied_from_another_figure(tmp_path):
@@ -479,7 +484,10 @@ def test_run_time_leaves_out_records_copied_from_another_figure(tmp_path):
         path = tmp_path / "records" / figure / "c" / "overlap" / f"rep-{k:03d}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         at = (base + pd.Timedelta(seconds=seconds)).isoformat()
-        path.write_text(json.dumps({"provenance": {"timestamp": at}, "reused_from": source}))
+        stamped = record(
+            figure, "c", "overlap", k, provenance={"timestamp": at}, reused_from=source
+        )
+        path.write_text(json.dumps(stamped))
 
     for k in range(20):
         write("fig11", k, 600 + 6 * k)  # its own row, after fig10

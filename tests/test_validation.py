@@ -39,7 +39,7 @@ def _series(seq_slope: float, overlap_slope: float, noise: float = 0.0, reps: in
 
 def _checks(*args, **kwargs):
     summary, configs, records = _series(*args, **kwargs)
-    table = v2_delays(summary, configs)
+    table = v2_delays(summary, configs, "v2")
     return table, {c.name: c for c in v2_checks(table, records)}
 
 
@@ -78,7 +78,7 @@ def test_overlap_far_above_the_longer_chain_fails():
 def test_eq4_below_the_bound_is_reported():
     summary, configs, records = _series(1.0, 1.0)
     summary.loc[summary["metric"] == "e2e_ideal_ms", "mean"] = 5.0
-    checks = {c.name: c for c in v2_checks(v2_delays(summary, configs), records)}
+    checks = {c.name: c for c in v2_checks(v2_delays(summary, configs, "v2"), records)}
     bound = checks["Eq. 4's ideal is not below the no-contention bound"]
     assert bound.passed is False and bound.value == 4
     assert "0, 0.25, 0.5, 1" in bound.reason
@@ -86,7 +86,7 @@ def test_eq4_below_the_bound_is_reported():
 
 def test_no_v2_rows_no_checks():
     empty = pd.DataFrame(columns=["figure", "config_id", "mode", "metric", "mean"])
-    assert v2_checks(v2_delays(empty, {}), []) == []
+    assert v2_checks(v2_delays(empty, {}, "v2"), []) == []
 
 
 def test_v2_checks_become_verdict_rows():
@@ -94,8 +94,8 @@ def test_v2_checks_become_verdict_rows():
         summary, configs, records = _series(seq_slope, 1.0)
         for i, r in enumerate(records):
             r["rep"] = i % 5
-        rows = v2_verdicts(summary, configs, records)
-        checks = v2_checks(v2_delays(summary, configs), records)
+        rows = v2_verdicts(summary, configs, records, "v2")
+        checks = v2_checks(v2_delays(summary, configs, "v2"), records)
         assert [r["item"] for r in rows] == [c.name for c in checks]
         expected = [{True: "holds", False: "fails", None: "inconclusive"}[c.passed] for c in checks]
         assert [r["verdict"] for r in rows] == expected

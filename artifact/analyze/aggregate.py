@@ -150,15 +150,16 @@ def summarize(records: Iterable[dict[str, Any]], derived: dict[str, list[Derived
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def v2_delays(summary: pd.DataFrame, configs: dict[str, dict]) -> pd.DataFrame:
-    """One row a delay: injected delay and the E2E times, measured and derived (ms)."""
+def v2_delays(summary: pd.DataFrame, configs: dict[str, dict], figure: str) -> pd.DataFrame:
+    """One row a delay of `figure` (V2's delay injection): injected delay and the E2E times,
+    measured and derived (ms)."""
     means = by_key(summary)["mean"]
 
     def _mean(cid: str, mode: str, metric: str) -> float:
-        return float(means.get(("v2", cid, mode, metric), math.nan))
+        return float(means.get((figure, cid, mode, metric), math.nan))
 
     rows = []
-    ids = sorted(set(summary.loc[summary["figure"] == "v2", "config_id"]))
+    ids = sorted(set(summary.loc[summary["figure"] == figure, "config_id"]))
     for cid in ids:
         fraction = configs.get(cid, {}).get("delay_fraction", math.nan)
         delay = _mean(cid, "sequential", "delay_ms")

@@ -335,8 +335,7 @@ def _microbench_costs(
     """(seconds per repetition, record bytes, trace bytes, extra note) of one microbenchmark
     row; `delay_fraction`: V2's delay after each collective (a fraction of the compute)."""
     reps = spec_of(fig).default_reps(p)
-    experiment = spec_of(fig).experiment
-    if experiment == "fig7":
+    if spec_of(fig).power_trace:  # timed blocks, not iterations
         block_s = max(FIG7_MIN_BLOCK_S, p.power_window_s / 2)
         series = ref.value("fig7_series_bytes")
         return len(FIG7_BLOCKS) * block_s, reps * ref.of_figure("record_bytes", fig), series, ""
@@ -411,11 +410,11 @@ def _contention_rows(t: Target, fig: str, points: list[ContentionPoint]) -> list
     return rows
 
 
-# why a figure's sweep holds no configuration here, by its experiment
-WHY_NONE = {
-    "fig9": "not run without --allow-power-cap (with it: fig8's configurations x "
-    f"{POWER_LEVELS} power levels)",
-}
+# why a figure that caps the GPU's power (FigureSpec.caps_power) holds no configuration
+WHY_NO_CAPS = (
+    f"not run without --allow-power-cap (with it: fig8's configurations x {POWER_LEVELS} "
+    "power levels)"
+)
 
 
 def _refused_here(t: Target, fig: str) -> str | None:
@@ -450,8 +449,8 @@ def _figure_rows(t: Target, fig: str) -> list[Row]:
                 0, 0, "not run: no power telemetry on a CPU")
         ]  # fmt: skip
     if not points:
-        why = _refused_here(t, fig) or WHY_NONE.get(
-            spec.experiment, "not run: no configuration in this preset"
+        why = _refused_here(t, fig) or (
+            WHY_NO_CAPS if spec.caps_power else "not run: no configuration in this preset"
         )
         return [
             Row(fig, "-", "-", "-", None, t.world, None, "-", None, 0.0, 0.0, "not run", 0, 0, why)

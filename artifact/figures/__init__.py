@@ -84,6 +84,9 @@ REGISTRY: dict[str, FigureSpec] = {
 if extra_dir() is not None:  # after the package's own, in the folder's order
     REGISTRY |= {n: s for n, s in load_folder(extra_dir()).items() if n not in REGISTRY}
 
+# README's first try ("kick the tires"): the microbenchmark, then the smallest training run
+KICK_THE_TIRES = ("fig8", "fig4")
+
 # The lists below are read from REGISTRY at each call, not copied at import, so every
 # stage sees the same figures (tests/test_registry.py adds a throwaway one).
 
@@ -99,6 +102,16 @@ def paper_figures() -> tuple[str, ...]:
 def own_records() -> tuple[str, ...]:
     """What `python -m artifact all` runs: every figure but those drawn from another's records."""
     return tuple(n for n, s in REGISTRY.items() if s.records_of is None)
+
+
+def with_section(kind: str) -> tuple[str, ...]:
+    """The figures whose spec declares the report section `kind` (FigureSpec.report_sections)."""
+    return tuple(n for n, s in REGISTRY.items() if kind in s.report_sections)
+
+
+def with_check(kind: str) -> tuple[str, ...]:
+    """The figures whose spec declares compare's check `kind` (FigureSpec.checks)."""
+    return tuple(n for n, s in REGISTRY.items() if kind in s.checks)
 
 
 def runs_aa_repeat(name: str) -> bool:
@@ -121,6 +134,7 @@ def spec_of(name: str) -> FigureSpec:
 
 
 __all__ = [
+    "KICK_THE_TIRES",
     "REGISTRY",
     "FigureSpec",
     "Panel",
@@ -132,4 +146,6 @@ __all__ = [
     "paper_figures",
     "runs_aa_repeat",
     "spec_of",
+    "with_check",
+    "with_section",
 ]

@@ -5,7 +5,7 @@ fp16 / tf32 / fp32 GEMMs, an elementwise add), with NCCL's default and limited C
 on several GPUs, or on one GPU the one-rank kernel, a copy, and at 1 GiB what holds
 compute back (SMs held, the NCCL-shaped stand-in, co-located NCCL ranks:
 artifact.core.mechanisms). The report draws it as heat maps and a mechanism table
-(artifact/report/build.py).
+(its report_sections below).
 """
 
 from artifact.figures import derived
@@ -22,6 +22,8 @@ SPEC = FigureSpec(
     in_paper=False,
     default_reps=lambda preset: preset.contention.reps,
     colocates_nccl_ranks=True,  # its one-GPU map times co-located NCCL ranks
+    report_sections=("contention map", "what holds compute back", "what frees the compute"),
+    checks=("stand-in matches co-located NCCL",),
     why_not={
         "matmul_size": "--matmul-size does not apply to contention (each compute kind has "
         "its size); narrow the sweep with --precision or --comm-mib"

@@ -23,5 +23,6 @@ SPEC = FigureSpec(
     options=MICROBENCH_OPTIONS,
     derived=(BLOCK_GAP,),
     needs_telemetry=True,
+    power_trace=True,
     expected="fig7.yaml",
 )

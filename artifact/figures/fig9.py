@@ -23,5 +23,6 @@ SPEC = FigureSpec(
             "iteration time (ms)",
         ),
     ),
+    caps_power=True,
     expected="fig9.yaml",
 )

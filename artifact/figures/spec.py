@@ -86,6 +86,19 @@ class FigureSpec:
     needs_telemetry: bool = False
     # co-locates NCCL ranks on one GPU without --colocate: its ranks turn on NCCL's multi-rank mode
     colocates_nccl_ranks: bool = False
+    # What the plan, compare and the report do for this figure beyond the above, declared
+    # here so that they name no figure (tests/test_figure_literals.py):
+    # samples power in timed blocks and keeps repetition 0's labelled trace (OUT/traces/NAME/):
+    # the plan prices the blocks, the report plots the trace instead of bars
+    power_trace: bool = False
+    # sets the GPU's power limit, so runs only with --allow-power-cap (the plan and the
+    # report say so, and the report notes the caps its status recorded)
+    caps_power: bool = False
+    # the report's sections on its rows, by kind (artifact.report.build.SECTIONS and
+    # artifact.report.validations.VALIDATIONS name the kinds): "contention map", ...
+    report_sections: tuple[str, ...] = ()
+    # compare's checks of its rows, by kind (artifact.judge.compare.CHECKS names them)
+    checks: tuple[str, ...] = ()
 
     @property
     def runs_noise_floor(self) -> bool:

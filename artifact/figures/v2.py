@@ -16,4 +16,6 @@ SPEC = FigureSpec(
     derived=derived.MICROBENCH,
     in_paper=False,
     default_reps=lambda preset: preset.v2.reps,
+    report_sections=("delay injection",),
+    checks=("delay injection",),
 )

@@ -40,6 +40,7 @@ from scipy import stats
 
 from artifact.analyze import noise
 from artifact.analyze.metrics import ratio_interval
+from artifact.figures import with_check
 from artifact.judge import controls, copies, coverage, rehearsal, scope, standin, validation
 from artifact.judge.expected import (
     EXPECTED_DIR,
@@ -72,6 +73,28 @@ PROXY_NOTE = "the one-GPU proxies' numbers are under proxy evidence"
 PREVIEW_NOTE = "emulated rows (--emulate-world) are shown as a preview, never counted"
 # what an emulated number cannot show (the report's fidelity paragraph says more)
 EMULATED_LIMITS = "no real NVLink or NCCL protocol, no peers' load, no pipeline bubble"
+
+
+def _stand_in_verdicts(run: Results, figure: str) -> list[dict]:
+    return standin.verdict_rows(run.summary, run.configs, figure)
+
+
+# compare's own checks of one figure's rows, by the kind its spec declares
+# (FigureSpec.checks); verdicts.csv lists them in this order, after V1
+CHECKS = {
+    "delay injection": validation.delay_injection_verdicts,
+    "stand-in matches co-located NCCL": _stand_in_verdicts,
+}
+
+
+def declared_checks(run: Results) -> list[Verdict]:
+    """Every check a figure's spec declares, kind by kind, each declaring figure in turn."""
+    return [
+        Verdict.of(row)
+        for kind, check in CHECKS.items()
+        for fig in with_check(kind)
+        for row in check(run, fig)
+    ]
 
 
 # --- selecting rows ---------------------------------------------------------------------
@@ -660,10 +683,10 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     control_rows += preview_controls
     if not run.gpus:  # a CPU run checks the code path; its numbers judge nothing
         control_rows = [_on_a_cpu(c) for c in control_rows]
-    checks = [Verdict.of(c) for c in validation.check_verdicts(run)]
-    v1 = V1Rows.of([c for c in checks if c.item == validation.V1_ITEM], copied)
+    checks = [Verdict.of(c) for c in validation.v1_verdicts(run.summary)]
+    v1 = V1Rows.of(checks, copied)
     rows_out = [row for item in items for row in judge_item(item, run, control_rows, v1)]
-    checks += [Verdict.of(c) for c in standin.verdict_rows(run.summary, run.configs)]
+    checks += declared_checks(run)
     if not run.gpus:
         checks = [_on_a_cpu(c) for c in checks]
     if run.rehearsal:  # nothing is judged but whether the path works

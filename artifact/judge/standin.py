@@ -1,4 +1,5 @@
-"""The NCCL-shaped stand-in's validation (item_type "check", figure contention): on one
+"""The NCCL-shaped stand-in's validation (item_type "check", a check the contention map's
+spec declares): on one
 GPU, its twin of W co-located NCCL ranks (the same total CTAs and bytes, paced to NCCL's
 time a collective) against those ranks. The stand-in is "validated" on this GPU model
 where the 95 % CI of the difference of the two Eq. 1 slowdowns (each beyond its zero-byte
@@ -94,103 +95,125 @@ def difference(a: Mapping, b: Mapping) -> tuple[float, float, float, int]:
     return d, d - half, d + half, min(na, nb)
 
 
-def verdict_rows(summary: pd.DataFrame, configs: Mapping[str, dict]) -> list[dict]:
-    # Over 60 lines: one check row a twin, every field of verdicts.csv's row spelled out.
+def _peers(cfg: dict, configs: Mapping[str, dict]) -> list[str]:
+    """The co-located NCCL configurations a twin stands for: same model and bytes."""
+    return [
+        cid
+        for cid, c in configs.items()
+        if c.get("parallelism") == cfg["twin_of"]
+        and c.get("model") == cfg.get("model")
+        and c.get("comm_bytes") == cfg.get("comm_bytes")
+    ]
+
+
+def _base_row(figure: str, twin_id: str, cfg: dict) -> dict:
+    """The fields of a twin's check row that do not depend on its numbers."""
+    w = cfg.get("ranks")
+    return {
+        "figure": figure,
+        "item": ITEM,
+        "expected": "0",
+        "tolerance": f"{VALIDATION_POINTS / 100:g}",
+        "statement": (
+            f"the NCCL-shaped stand-in slows the matmul as {w} co-located NCCL ranks do, "
+            f"within {VALIDATION_POINTS:g} points"
+        ),
+        "metric": "slowdown",  # slowdown_vs_nocomm where the rule reads it (_judged)
+        "unit": "ratio",
+        "kind": "derived",
+        "source": "artifact: stand-in validation",
+        "item_type": "check",
+        "config_id": twin_id,
+    }
+
+
+def _not_run(missing: str) -> dict:
+    return {
+        "mean": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "verdict": "not run",
+        "n": 0,
+        "ci_method": "",
+        "reason": as_sentence(f"no Eq. 1 rows for {missing}"),
+    }
+
+
+def _apart(summary: pd.DataFrame, twin_id: str, peer: str) -> tuple[str, str] | None:
+    """(inconclusive, why) where co-located NCCL mostly ran before or after the compute
+    (its overlap fraction's CI below MIN_OVERLAP), else None."""
+    ran_beside = _overlap(summary, peer)
+    if ran_beside is None or not ran_beside["ci_high"] < MIN_OVERLAP:
+        return None
+    twin_beside = _overlap(summary, twin_id) or {"mean": math.nan}
+    return (
+        "inconclusive",
+        (
+            f"co-located NCCL overlapped the compute for only {100 * ran_beside['mean']:.0f} % "
+            f"of its time (95 % CI up to {100 * ran_beside['ci_high']:.0f} %; the stand-in "
+            f"{100 * twin_beside['mean']:.0f} %), under {100 * MIN_OVERLAP:.0f} %: the two did "
+            "not run side by side, so their slowdowns are not comparable"
+        ),
+    )
+
+
+def _judged(summary: pd.DataFrame, twin_id: str, peer: str, cfg: dict) -> dict:
+    """The twin's difference to co-located NCCL on the scale the rule reads, judged."""
+    edge = VALIDATION_POINTS / 100
+    scale = scale_of(summary, [twin_id, peer])
+    both = {
+        "Eq. 1": (_slowdown(summary, twin_id), _slowdown(summary, peer)),
+        "vs nocomm": (_vs_nocomm(summary, twin_id), _vs_nocomm(summary, peer)),
+    }
+    if scale == "vs nocomm" and None in both[scale]:
+        scale = "Eq. 1"  # no nocomm rows: the only scale there is
+    twin, real = both[scale]
+    d, lo, hi, n = difference(twin, real)
+    verdict, why = _apart(summary, twin_id, peer) or equivalence(
+        lo, hi, n, (-edge, edge), percent=True
+    )
+    shown = "; ".join(
+        f"{name}: {100 * (dd := difference(a, b))[0]:+.2f} points [{100 * dd[1]:+.2f}, {100 * dd[2]:+.2f}]"
+        for name, (a, b) in both.items()
+        if a is not None and b is not None
+    )
+    read = (
+        "read vs nocomm: V1 fails on these rows, so Eq. 1's sequential baseline is not "
+        "compute alone"
+        if scale == "vs nocomm"
+        else "read on Eq. 1 (V1 does not fail on these rows)"
+    )
+    return {
+        "metric": "slowdown" if scale == "Eq. 1" else "slowdown_vs_nocomm",
+        "mean": d,
+        "ci_low": lo,
+        "ci_high": hi,
+        "verdict": verdict,
+        "n": n,
+        "ci_method": "Welch t on the two t intervals",
+        "reason": as_sentence(
+            f"{WORDS[verdict]}: stand-in {100 * twin['mean']:+.2f} % vs co-located NCCL "
+            f"{100 * real['mean']:+.2f} % (W = {cfg.get('ranks')}, {cfg.get('ctas')} CTAs in all, paced to "
+            f"{cfg.get('paced_to_ms', math.nan):.3g} ms a collective); difference "
+            f"{100 * d:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}], {read}; both "
+            f"scales: {shown}; {why}"
+        ),
+    }
+
+
+def verdict_rows(summary: pd.DataFrame, configs: Mapping[str, dict], figure: str) -> list[dict]:
+    """One check row a twin of `figure`'s configurations: the stand-in against its
+    co-located NCCL ranks, or "not run" where either has no Eq. 1 rows."""
     out = []
     for twin_id, cfg in sorted(configs.items()):
         if not cfg.get("twin_of"):
             continue
-        peers = [
-            cid
-            for cid, c in configs.items()
-            if c.get("parallelism") == cfg["twin_of"]
-            and c.get("model") == cfg.get("model")
-            and c.get("comm_bytes") == cfg.get("comm_bytes")
-        ]
+        peers = _peers(cfg, configs)
         twin = _slowdown(summary, twin_id)
         real = _slowdown(summary, peers[0]) if peers else None
-        w, edge = cfg.get("ranks"), VALIDATION_POINTS / 100
-        base = {
-            "figure": "contention",
-            "item": ITEM,
-            "expected": "0",
-            "tolerance": f"{edge:g}",
-            "statement": (
-                f"the NCCL-shaped stand-in slows the matmul as {w} co-located NCCL ranks do, "
-                f"within {VALIDATION_POINTS:g} points"
-            ),
-            "metric": "slowdown",  # slowdown_vs_nocomm where the rule reads it (below)
-            "unit": "ratio",
-            "kind": "derived",
-            "source": "artifact: stand-in validation",
-            "item_type": "check",
-            "config_id": twin_id,
-        }
         if twin is None or real is None:
             missing = twin_id if twin is None else (peers[0] if peers else cfg["twin_of"])
-            out.append(
-                base
-                | {
-                    "mean": math.nan,
-                    "ci_low": math.nan,
-                    "ci_high": math.nan,
-                    "verdict": "not run",
-                    "n": 0,
-                    "ci_method": "",
-                    "reason": as_sentence(f"no Eq. 1 rows for {missing}"),
-                }
-            )
-            continue
-        scale = scale_of(summary, [twin_id, peers[0]])
-        both = {
-            "Eq. 1": (twin, real),
-            "vs nocomm": (_vs_nocomm(summary, twin_id), _vs_nocomm(summary, peers[0])),
-        }
-        if scale == "vs nocomm" and None in both[scale]:
-            scale = "Eq. 1"  # no nocomm rows: the only scale there is
-        twin, real = both[scale]
-        d, lo, hi, n = difference(twin, real)
-        verdict, why = equivalence(lo, hi, n, (-edge, edge), percent=True)
-        shown = "; ".join(
-            f"{name}: {100 * (dd := difference(a, b))[0]:+.2f} points [{100 * dd[1]:+.2f}, {100 * dd[2]:+.2f}]"
-            for name, (a, b) in both.items()
-            if a is not None and b is not None
-        )
-        read = (
-            "read vs nocomm: V1 fails on these rows, so Eq. 1's sequential baseline is not "
-            "compute alone"
-            if scale == "vs nocomm"
-            else "read on Eq. 1 (V1 does not fail on these rows)"
-        )
-        ran_beside = _overlap(summary, peers[0])
-        if ran_beside is not None and ran_beside["ci_high"] < MIN_OVERLAP:
-            twin_beside = _overlap(summary, twin_id) or {"mean": math.nan}
-            verdict, why = (
-                "inconclusive",
-                (
-                    f"co-located NCCL overlapped the compute for only {100 * ran_beside['mean']:.0f} % "
-                    f"of its time (95 % CI up to {100 * ran_beside['ci_high']:.0f} %; the stand-in "
-                    f"{100 * twin_beside['mean']:.0f} %), under {100 * MIN_OVERLAP:.0f} %: the two did "
-                    "not run side by side, so their slowdowns are not comparable"
-                ),
-            )
-        out.append(
-            base
-            | {
-                "metric": "slowdown" if scale == "Eq. 1" else "slowdown_vs_nocomm",
-                "mean": d,
-                "ci_low": lo,
-                "ci_high": hi,
-                "verdict": verdict,
-                "n": n,
-                "ci_method": "Welch t on the two t intervals",
-                "reason": as_sentence(
-                    f"{WORDS[verdict]}: stand-in {100 * twin['mean']:+.2f} % vs co-located NCCL "
-                    f"{100 * real['mean']:+.2f} % (W = {w}, {cfg.get('ctas')} CTAs in all, paced to "
-                    f"{cfg.get('paced_to_ms', math.nan):.3g} ms a collective); difference "
-                    f"{100 * d:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}], {read}; both "
-                    f"scales: {shown}; {why}"
-                ),
-            }
-        )
+            out.append(_base_row(figure, twin_id, cfg) | _not_run(missing))
+        else:
+            out.append(_base_row(figure, twin_id, cfg) | _judged(summary, twin_id, peers[0], cfg))
     return out

@@ -76,12 +76,13 @@ def _pairs(records: list[dict], config_ids: set[str], mode: str) -> list[tuple[f
     return [
         (r["metrics"].get("delay_ms", 0.0), r["metrics"]["e2e_ms"])
         for r in records
-        if r["figure"] == "v2" and r["config_id"] in config_ids and r["mode"] == mode
+        if r["config_id"] in config_ids and r["mode"] == mode
     ]
 
 
 def v2_checks(table: pd.DataFrame, records: list[dict]) -> list[Check]:
-    """The predictions of V2 (docs/design.md section 3), tested on `aggregate.v2_delays`'s rows and their records."""
+    """The predictions of V2 (docs/design.md section 3), tested on `aggregate.v2_delays`'s rows
+    and the same figure's records."""
     if table.empty:
         return []
     checks = [
@@ -173,13 +174,16 @@ def v1_verdicts(summary: pd.DataFrame) -> list[dict]:
     return out
 
 
-def v2_verdicts(summary: pd.DataFrame, configs: dict[str, dict], records: list[dict]) -> list[dict]:
-    """V2's predictions as rows: holds, fails, or inconclusive (too few points, wide CI)."""
+def v2_verdicts(
+    summary: pd.DataFrame, configs: dict[str, dict], records: list[dict], figure: str
+) -> list[dict]:
+    """V2's predictions on `figure` (its records) as rows: holds, fails, or inconclusive
+    (too few points, wide CI)."""
     verdict = {True: "holds", False: "fails", None: "inconclusive"}
-    n = len({r["rep"] for r in records if r["figure"] == "v2"})
+    n = len({r["rep"] for r in records})
     return [
         _check_row(
-            "v2",
+            figure,
             c.name,
             verdict[c.passed],
             c.reason,
@@ -189,14 +193,12 @@ def v2_verdicts(summary: pd.DataFrame, configs: dict[str, dict], records: list[d
             n=n,
             ci_method="t (least squares)" if not math.isnan(c.ci_low) else "",
         )
-        for c in v2_checks(v2_delays(summary, configs), records)
+        for c in v2_checks(v2_delays(summary, configs, figure), records)
     ]
 
 
-def check_verdicts(run: Results) -> list[dict]:
-    """The artifact's own checks on a results folder: V1 a configuration, then V2's
-    predictions where v2 ran (fitted on its records, per repetition)."""
-    checks = v1_verdicts(run.summary)
-    if (run.summary["figure"] == "v2").any():
-        checks += v2_verdicts(run.summary, run.configs, run.records("v2"))
-    return checks
+def delay_injection_verdicts(run: Results, figure: str) -> list[dict]:
+    """V2's predictions where `figure` ran (fitted on its records, per repetition)."""
+    if not (run.summary["figure"] == figure).any():
+        return []
+    return v2_verdicts(run.summary, run.configs, run.records(figure), figure)

@@ -12,7 +12,9 @@ from artifact.core.units import duration, size
 from artifact.env import REPO_ROOT
 from artifact.estimate import reference
 from artifact.estimate.model import build, figures_of, totals
+from artifact.figures import KICK_THE_TIRES as KICKED
 from artifact.figures import REGISTRY, all_figures, own_records, spec_of
+from artifact.judge.copies import label
 from artifact.judge.expected import load_expected
 from artifact.judge.verdicts import VERDICTS, paper_items
 from artifact.report.document import Doc
@@ -59,8 +61,8 @@ CLAIM_WORDS = {
 SETUP = "python3 -m venv .nox-venv && .nox-venv/bin/pip install -q nox==2026.10.20"
 NOX = ".nox-venv/bin/nox"
 KICK_THE_TIRES = (
-    f"{NOX} -s fig8 -- --out results/kick && "
-    f"{NOX} -s fig4 -- --out results/kick && {NOX} -s report -- results/kick"
+    f"{NOX} -s {KICKED[0]} -- --out results/kick && "
+    f"{NOX} -s {KICKED[1]} -- --out results/kick && {NOX} -s report -- results/kick"
 )
 # what is pinned where (README, requirements/): stated as it is, no more
 PINS_STATEMENT = "The `.venv/` path installs every other package at the version requirements/constraints.txt gives (a freeze of the CPU environment, without hashes) and, on a GPU machine, torch's CUDA packages (nvidia-*, triton) at the versions of requirements/constraints-gpu.txt (taken from lock-cuda.txt, resolved for Python 3.12 on x86-64). The Docker images install from hashed lock files (requirements/lock-*.txt) on a base image pinned by digest. Not pinned: the NVIDIA driver, CUDA/ROCm system libraries outside the images, and the operating system."
@@ -257,7 +259,7 @@ def _time_rows(run: Results) -> tuple[list[str], list[list[str]]]:
         est = totals(build(paper, [exp], PAPER_GPUS, PAPER_GPU_GIB))
         if est["configurations"] == 0:
             priced = "not priced: " + (
-                "opt-in (`--allow-power-cap`)" if exp == "fig9" else "no configuration"
+                "opt-in (`--allow-power-cap`)" if spec_of(exp).caps_power else "no configuration"
             )
         else:
             priced = duration(est["time_s"])
@@ -433,8 +435,9 @@ def workflow(doc: Doc) -> None:
         "`nox -s all` prints the plan (memory, time and disk of every configuration), runs every experiment into one folder (`results/<time>-<preset>/`), going on past a failing one, then `summarize` (summary.csv, 95% CIs), `compare` (verdicts.csv) and `report` (this appendix). In each experiment torchrun starts one process per GPU; each repetition runs every phase in its row of a balanced (Williams) order, each settled, timed and profiled (training times its phases together, in interleaved rounds); records are written atomically and a new run into the same folder resumes where the last one stopped."
     )
     quick, tiny = (reference.values(n) for n in ("quick_h200_measured_s", "tiny_measured_s"))
+    micro, training = KICKED
     doc.p(
-        f"**Kick the tires:** `{KICK_THE_TIRES}`. It runs the Fig. 8 microbenchmark ({duration(quick['fig8'])} on one H200 in the reference run) and the smallest training configuration of Figs. 4 and 5 ({duration(quick['fig4'])}), five repetitions each (the quick preset's, the fewest a verdict accepts), then the verdicts and this report; the first session also builds `.venv/`. On a CPU the same line runs the tiny preset: fig8 {duration(tiny['fig8'])} and fig4 {duration(tiny['fig4'])} on 2 CPU cores, plus about 40 s the first time for DeepSpeed's CPU op."
+        f"**Kick the tires:** `{KICK_THE_TIRES}`. It runs the {label(micro)} microbenchmark ({duration(quick[micro])} on one H200 in the reference run) and the smallest training configuration of Figs. 4 and 5 ({duration(quick[training])}), five repetitions each (the quick preset's, the fewest a verdict accepts), then the verdicts and this report; the first session also builds `.venv/`. On a CPU the same line runs the tiny preset: {micro} {duration(tiny[micro])} and {training} {duration(tiny[training])} on 2 CPU cores, plus about 40 s the first time for DeepSpeed's CPU op."
     )
 
 
@@ -443,6 +446,18 @@ def customization(doc: Doc) -> None:
     doc.p(
         "`nox -s figN -- --preset quick|paper --models ... --reps N --precision ... --out DIR`; `nox -s fig8 -- --help` lists every option; `nox -s plan -- --preset paper --gpus 4 --gpu-memory-gib 80` says what a run will cost before it starts. New figures and models: docs/extending.md."
     )
+
+
+def _caps_note(fig: str, run: Results) -> str | None:
+    """What a figure that caps the GPU's power (FigureSpec.caps_power) did to the limit, or
+    would have done, as its status recorded it; None where it says nothing."""
+    status = run.status.get(fig, {})
+    if status.get("status") == "not run" and status.get("planned_caps_w"):
+        caps = ", ".join(f"{c:g}" for c in status["planned_caps_w"])
+        return f"{label(fig)} did not run ({status.get('reason')}); it would have capped the GPU at {caps} W and restored {as_value(status.get('limit_w'))} W."
+    if status.get("status") == "ran":
+        return f"{label(fig)} changed the GPU's power limit and restored it (status/{fig}.json)."
+    return None
 
 
 def _run_notes(run: Results) -> list[str]:
@@ -461,14 +476,7 @@ def _run_notes(run: Results) -> list[str]:
         notes.append(
             "Megatron-core ran on the CPU through a CUDA-to-CPU shim (the rows' notes say so)."
         )
-    fig9 = run.status.get("fig9", {})
-    if fig9.get("status") == "not run" and fig9.get("planned_caps_w"):
-        caps = ", ".join(f"{c:g}" for c in fig9["planned_caps_w"])
-        notes.append(
-            f"Fig. 9 did not run ({fig9.get('reason')}); it would have capped the GPU at {caps} W and restored {as_value(fig9.get('limit_w'))} W."
-        )
-    elif fig9.get("status") == "ran":
-        notes.append("Fig. 9 changed the GPU's power limit and restored it (status/fig9.json).")
+    notes += [n for fig, s in REGISTRY.items() if s.caps_power and (n := _caps_note(fig, run))]
     for deviation in stack_deviations(run.values()):
         notes.append(f"Measured with {deviation}: a run on the pinned stack may differ.")
     return notes or ["Nothing unusual was recorded."]

@@ -19,7 +19,7 @@ from artifact.analyze.aggregate import gpus_in
 from artifact.core.config import TRAINING_PARALLELISMS
 from artifact.core.emulated import STAND_IN_TEXT, stand_in_of
 from artifact.core.options import beyond_paper
-from artifact.figures import all_figures, paper_figures, spec_of
+from artifact.figures import REGISTRY, all_figures, paper_figures, spec_of
 from artifact.judge.copies import label, plain_note
 from artifact.judge.verdicts import as_sentence, paper_items, tally
 from artifact.report import (
@@ -177,14 +177,20 @@ def _figures_dir(run: Results) -> Path:
     return run.out / "report" / "figures"
 
 
+def _rows(run: Results, fig: str) -> pd.DataFrame:
+    """The summary rows `fig` is drawn from (its records')."""
+    return run.summary[run.summary["figure"] == spec_of(fig).records]
+
+
 def _plot(fig: str, run: Results, bands: list) -> Path | None:
-    if fig == "fig7":
-        rows = run.summary[run.summary["figure"] == "fig7"]
-        traces = sorted((run.out / "traces" / "fig7").glob("*-power.csv"))
-        where = plots.hardware(rows, run.configs, with_n=False)
-        return plots.power_trace_figure(traces, _figures_dir(run), run.configs, where)
-    if spec_of(fig).panels:
-        flagged = validations.unreliable_eq4(run.summary) if fig == "fig5" else frozenset()
+    spec = spec_of(fig)
+    if spec.power_trace:
+        traces = sorted((run.out / "traces" / fig).glob("*-power.csv"))
+        where = plots.hardware(_rows(run, fig), run.configs, with_n=False)
+        return plots.power_trace_figure(fig, traces, _figures_dir(run), run.configs, where)
+    if spec.panels:
+        eq4 = plots.draws_eq4_ideal(spec)
+        flagged = validations.unreliable_eq4(run.summary) if eq4 else frozenset()
         return plots.bar_figure(fig, run.summary, _figures_dir(run), bands, run.configs, flagged)
     return None
 
@@ -200,15 +206,16 @@ def figure_sections(doc: Doc, run: Results) -> list[Path]:
         if why:
             doc.p(as_sentence(why))
             continue
-        rows = run.summary[run.summary["figure"] == spec_of(fig).records]
+        rows = _rows(run, fig)
         bands = _bands(run, fig)
         png = _plot(fig, run, bands)
         if png is None:
             doc.p("No plot: nothing to draw for this figure in this folder.")
             continue
         made += [png, png.with_suffix(".pdf")]
-        caption = f"{title}. This run: {plots.hardware(rows, run.configs, with_n=fig != 'fig7')}"
-        if fig != "fig7":
+        bars = not spec_of(fig).power_trace  # a trace has no repetitions to count
+        caption = f"{title}. This run: {plots.hardware(rows, run.configs, with_n=bars)}"
+        if bars:
             caption += "; error bars: 95% CI over repetitions"
         if bands:
             caption += "; shaded: the paper's numbers judged here, with their tolerance"
@@ -221,6 +228,44 @@ def figure_sections(doc: Doc, run: Results) -> list[Path]:
         notes = sorted({plain_note(n) for n in rows["note"].dropna() if n})
         if notes:
             doc.items(notes)
+    return made
+
+
+def _contention_map(doc: Doc, run: Results, fig: str) -> list[Path]:
+    return validations.contention_section(doc, fig, run.summary, run.configs, _figures_dir(run))
+
+
+def _what_holds_compute_back(doc: Doc, run: Results, fig: str) -> list[Path]:
+    rows, where = _rows(run, fig), _figures_dir(run)
+    return mechanisms.section(doc, rows, run.configs, run.verdicts, where, bool(run.gpus))
+
+
+def _what_frees_the_compute(doc: Doc, run: Results, fig: str) -> list[Path]:
+    return mitigation.section(doc, _rows(run, fig), run.configs, _figures_dir(run))
+
+
+# The sections after the paper's figures that a spec declares (FigureSpec.report_sections),
+# by kind: (heading, what writes it and returns the image files it made)
+SECTIONS = {
+    "contention map": ("Beyond the paper: contention map", _contention_map),
+    "what holds compute back": ("What holds compute back on one GPU", _what_holds_compute_back),
+    "what frees the compute": ("What frees the compute", _what_frees_the_compute),
+}
+
+
+def declared_sections(doc: Doc, run: Results) -> list[Path]:
+    """Each figure's declared sections, in the registry's order, or why its figure has
+    nothing to show; returns the image files they made."""
+    made = []
+    for fig, spec in REGISTRY.items():
+        mine = [SECTIONS[k] for k in spec.report_sections if k in SECTIONS]
+        why = not_run(fig, run) if mine else None
+        for heading, write in mine:
+            doc.h(2, heading)
+            if why:
+                doc.p(as_sentence(why))
+            else:
+                made += write(doc, run, fig)
     return made
 
 
@@ -241,25 +286,8 @@ def evaluation(doc: Doc, run: Results) -> list[Path]:
         appendix.claims_to_experiments(run),
     )
     made = figure_sections(doc, run)
-    doc.h(2, "Beyond the paper: contention map")
-    why = not_run("contention", run)
-    if why:
-        doc.p(as_sentence(why))
-    else:
-        made += validations.contention_section(doc, run.summary, run.configs, _figures_dir(run))
-    doc.h(2, "What holds compute back on one GPU")
-    if why:
-        doc.p(as_sentence(why))
-    else:
-        made += mechanisms.section(
-            doc, run.summary, run.configs, run.verdicts, _figures_dir(run), bool(run.gpus)
-        )
-    doc.h(2, "What frees the compute")
-    if why:
-        doc.p(as_sentence(why))
-    else:
-        made += mitigation.section(doc, run.summary, run.configs, _figures_dir(run))
-    validations.validation_sections(doc, run.summary, run.configs, run.verdicts, not_run("v2", run))
+    made += declared_sections(doc, run)
+    validations.validation_sections(doc, run)
     validations.power_sampling(doc, run.summary, run.provenance)
     instrument.passes_section(doc, run.summary)
     return made

@@ -1,7 +1,7 @@
 """The report's "What holds compute back on one GPU": the contention map's one-GPU
 mechanism axis (artifact.core.mechanisms) as a table and a plot, and compare's
-stand-in validation rows beside it. It reads summary.csv, configs.json and verdicts.csv;
-it judges nothing.
+stand-in validation rows beside it. It reads the contention map's rows of summary.csv
+(`summary` below), configs.json and verdicts.csv; it judges nothing.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def axis_configs(configs: dict) -> set[str]:
 def table(summary: pd.DataFrame, configs: dict) -> pd.DataFrame:
     """One row a configuration of the one-GPU mechanisms at the axis's size: what ran,
     its CTAs and ranks, Eq. 1 [95 % CI], its zero-byte control and the effect beyond it."""
-    rows = summary[(summary["figure"] == "contention") & (summary["mode"] == "derived")]
+    rows = summary[summary["mode"] == "derived"]
     room = _room_of(summary)
     axis = [c for c in axis_configs(configs)]
     if not axis:
@@ -110,8 +110,7 @@ def _room_of(summary: pd.DataFrame) -> dict[str, dict[str, float]]:
     """config_id -> the GEMM's CTAs an SM holds alone and beside one holder CTA
     (measure.occupancy, the overlap mode's readings)."""
     hit = summary[
-        (summary["figure"] == "contention")
-        & (summary["mode"] == "overlap")
+        (summary["mode"] == "overlap")
         & summary["metric"].isin(["compute_ctas_per_sm", "compute_ctas_beside_comm"])
     ]
     out: dict[str, dict[str, float]] = {}
@@ -209,6 +208,82 @@ def figure(t: pd.DataFrame, out_dir: Path) -> Path | None:
     return _save(fig, out_dir, "mechanisms")
 
 
+INTRODUCTION = (
+    "On one GPU a collective moves no data, so what a real collective does to the "
+    "compute beside it is taken apart here, at the paper's 1 GiB: a kernel that holds "
+    "C SMs (streaming multiprocessors) and moves no bytes; a copy-engine copy that moves "
+    "bytes and holds no SM; the NCCL-shaped stand-in that --emulate-world can use (C "
+    "persistent CTAs moving rank 0's ring bytes, paced to the link); and real NCCL ranks "
+    "co-located on the GPU, each beside the stand-in's twin (the same total CTAs and "
+    "bytes, paced to NCCL's own time a collective). Each slowdown is Eq. 1 with its 95 % "
+    "CI, beside its zero-byte, zero-CTA control. The stand-in counts as validated on a "
+    f"GPU model where its twin's slowdown is within {VALIDATION_POINTS:g} points of "
+    "co-located NCCL's (the whole CI of the difference), and gets no verdict where "
+    f"co-located NCCL overlapped the compute for under {100 * MIN_OVERLAP:.0f} % of its "
+    "time (then the two did not run side by side)."
+)
+VS_NOCOMM = (
+    "'vs nocomm' is the same slowdown against the compute with no communication at all; "
+    "where it and Eq. 1 differ, V1 (below) fails: the sequential baseline itself ran at "
+    "another speed than the compute alone."
+)
+
+
+TABLE_HEADER = [
+    "mechanism",
+    "compute",
+    "communication",
+    "CTAs",
+    "ranks",
+    "n",
+    "Eq. 1 slowdown",
+    "95% CI",
+    "zero-byte control",
+    "95% CI",
+    "beyond control",
+    "vs nocomm",
+    "95% CI",
+    "GEMM CTAs an SM beside one holder CTA (alone)",
+]
+
+
+def _table_rows(t: pd.DataFrame) -> list[list]:
+    """The section's table: one row a configuration of `table`."""
+    return [
+        [
+            r.mechanism,
+            r.compute,
+            r.communication,
+            r.ctas,
+            r.ranks,
+            "-" if pd.isna(r.n) else int(r.n),
+            _pct(r.slowdown),
+            _ci(r.lo, r.hi),
+            _pct(r.control),
+            _ci(r.control_lo, r.control_hi),
+            _pct(r.beyond),
+            _pct(r.vs_nocomm),
+            _ci(r.vs_nocomm_lo, r.vs_nocomm_hi),
+            _room(r.room_beside, r.room_alone),
+        ]
+        for r in t.itertuples()
+    ]
+
+
+def _stand_in_checks(doc: Doc, verdicts: pd.DataFrame | None) -> None:
+    """compare's stand-in validation rows, where there are any."""
+    checks = (
+        verdicts[verdicts["item"] == ITEM]
+        if verdicts is not None and "item" in verdicts
+        else pd.DataFrame()
+    )
+    if not checks.empty:
+        doc.table(
+            ["validation", "verdict", "detail"],
+            [[r.config_id, r.verdict, r.reason] for r in checks.itertuples()],
+        )
+
+
 def section(
     doc: Doc,
     summary: pd.DataFrame,
@@ -217,21 +292,9 @@ def section(
     fig_dir: Path,
     measured_on_gpu: bool,
 ) -> list[Path]:
-    # Over 60 lines: the section's prose, table and plot read in the report's order.
-    doc.p(
-        "On one GPU a collective moves no data, so what a real collective does to the "
-        "compute beside it is taken apart here, at the paper's 1 GiB: a kernel that holds "
-        "C SMs (streaming multiprocessors) and moves no bytes; a copy-engine copy that moves "
-        "bytes and holds no SM; the NCCL-shaped stand-in that --emulate-world can use (C "
-        "persistent CTAs moving rank 0's ring bytes, paced to the link); and real NCCL ranks "
-        "co-located on the GPU, each beside the stand-in's twin (the same total CTAs and "
-        "bytes, paced to NCCL's own time a collective). Each slowdown is Eq. 1 with its 95 % "
-        "CI, beside its zero-byte, zero-CTA control. The stand-in counts as validated on a "
-        f"GPU model where its twin's slowdown is within {VALIDATION_POINTS:g} points of "
-        "co-located NCCL's (the whole CI of the difference), and gets no verdict where "
-        f"co-located NCCL overlapped the compute for under {100 * MIN_OVERLAP:.0f} % of its "
-        "time (then the two did not run side by side)."
-    )
+    """The section from the contention map's rows (`summary`): its prose, plot and table,
+    then the stand-in's validation rows; returns the image files it made."""
+    doc.p(INTRODUCTION)
     if not measured_on_gpu:
         doc.p(
             "Nothing of this section was measured here: it needs one NVIDIA GPU, and this "
@@ -250,59 +313,9 @@ def section(
         doc.image(
             f"figures/{png.name}", "What holds compute back on one GPU: Eq. 1 against CTAs held"
         )
-    doc.table(
-        [
-            "mechanism",
-            "compute",
-            "communication",
-            "CTAs",
-            "ranks",
-            "n",
-            "Eq. 1 slowdown",
-            "95% CI",
-            "zero-byte control",
-            "95% CI",
-            "beyond control",
-            "vs nocomm",
-            "95% CI",
-            "GEMM CTAs an SM beside one holder CTA (alone)",
-        ],
-        [
-            [
-                r.mechanism,
-                r.compute,
-                r.communication,
-                r.ctas,
-                r.ranks,
-                "-" if pd.isna(r.n) else int(r.n),
-                _pct(r.slowdown),
-                _ci(r.lo, r.hi),
-                _pct(r.control),
-                _ci(r.control_lo, r.control_hi),
-                _pct(r.beyond),
-                _pct(r.vs_nocomm),
-                _ci(r.vs_nocomm_lo, r.vs_nocomm_hi),
-                _room(r.room_beside, r.room_alone),
-            ]
-            for r in t.itertuples()
-        ],
-    )
+    doc.table(TABLE_HEADER, _table_rows(t))
     if sentence := room_finding(t):
         doc.p(sentence)
-    doc.p(
-        "'vs nocomm' is the same slowdown against the compute with no communication at all; "
-        "where it and Eq. 1 differ, V1 (below) fails: the sequential baseline itself ran at "
-        "another speed than the compute alone."
-    )
-    checks = (
-        verdicts[verdicts["item"] == ITEM]
-        if verdicts is not None and "item" in verdicts
-        else pd.DataFrame()
-    )
-    if not checks.empty:
-        doc.table(
-            ["validation", "verdict", "detail"],
-            [[r.config_id, r.verdict, r.reason] for r in checks.itertuples()],
-        )
-    made = [png, png.with_suffix(".pdf")] if png is not None else []
-    return made
+    doc.p(VS_NOCOMM)
+    _stand_in_checks(doc, verdicts)
+    return [png, png.with_suffix(".pdf")] if png is not None else []

@@ -1,6 +1,7 @@
 """The report's "What frees the compute": the contention map's order and mitigation axes
 (artifact.core.mechanisms) as a table, one plot and the sentences the numbers allow. It
-reads summary.csv and configs.json; it judges nothing.
+reads the contention map's rows of summary.csv (`summary` below) and configs.json; it
+judges nothing.
 
 For each knob: the compute's slowdown beside the collective (Eq. 1, and against the
 compute alone) and the collective's own time beside the compute: what the compute gains,
@@ -36,7 +37,7 @@ def rows(summary: pd.DataFrame, configs: dict) -> pd.DataFrame:
     mine = [c for c, g in configs.items() if g.get("axis") in ("order", "mitigation")]
     if not mine:
         return pd.DataFrame()
-    s = summary[(summary["figure"] == "contention") & summary["config_id"].isin(mine)]
+    s = summary[summary["config_id"].isin(mine)]
     out = []
     for c in mine:
         g, part = configs[c], s[s["config_id"] == c]

@@ -19,7 +19,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.colors import CenteredNorm  # noqa: E402
 
 from artifact.core.units import size  # noqa: E402
-from artifact.figures import spec_of  # noqa: E402
+from artifact.figures import FigureSpec, spec_of  # noqa: E402
 
 # The paper's one Fig. 8 point (a 1 GiB all-reduce beside a matmul; FP16, the paper's
 # main precision), boxed on the contention map.
@@ -150,6 +150,12 @@ def _bands(ax, bands: list[tuple], metrics: set[str], scale: float) -> None:
             ax.axhspan(scale * lo, scale * hi, color="gold", alpha=0.3, label=f"paper: {label}")
 
 
+def draws_eq4_ideal(spec: FigureSpec) -> bool:
+    """Whether a panel of the figure plots Eq. 4's ideal (derived e2e_ideal_ms): its bars are
+    hatched where the timed and profiled passes disagree (validations.unreliable_eq4)."""
+    return any(s.metric == "e2e_ideal_ms" for p in spec.panels for s in p.series)
+
+
 def _bar_order(config_id: str) -> tuple[str, bool]:
     """Configurations in id order, a point's FSDP2 bar right after its ZeRO-3 one."""
     return config_id.replace("_fsdp2_", "_fsdp_"), "_fsdp2_" in config_id
@@ -206,9 +212,10 @@ def bar_figure(
 
 
 def power_trace_figure(
-    traces: list[Path], out_dir: Path, configs: dict | None = None, where: str = ""
+    figure: str, traces: list[Path], out_dir: Path, configs: dict | None = None, where: str = ""
 ) -> Path | None:
-    """Fig. 7: power (% TDP) over normalised time, coloured by kernel-timeline state."""
+    """`figure`'s power traces (FigureSpec.power_trace): power (% TDP) over normalised time,
+    coloured by kernel-timeline state."""
     if not traces:
         return None
     configs = configs or {}
@@ -227,20 +234,17 @@ def power_trace_figure(
         ax.set_ylabel("% of TDP")
         ax.legend(fontsize=6, ncol=4)
     axes[-1, 0].set_xlabel("time (normalised to the sampled window)")
-    title = spec_of("fig7").title
+    title = spec_of(figure).title
     fig.suptitle(f"{title}\n{where}; repetition 0 (its power samples)", fontsize=10)
-    return _save(fig, out_dir, "fig7")
+    return _save(fig, out_dir, figure)
 
 
 def contention_grid(
-    summary: pd.DataFrame, configs: dict[str, dict], metric: str, column: str = "mean"
+    rows: pd.DataFrame, configs: dict[str, dict], metric: str, column: str = "mean"
 ) -> dict[str, pd.DataFrame]:
-    """mechanism -> compute kind (rows, by arithmetic intensity) x communication MiB (columns)."""
-    rows = summary[
-        (summary["figure"] == "contention")
-        & (summary["mode"] == "derived")
-        & (summary["metric"] == metric)
-    ].copy()
+    """mechanism -> compute kind (rows, by arithmetic intensity) x communication MiB (columns),
+    from the contention map's summary rows."""
+    rows = rows[(rows["mode"] == "derived") & (rows["metric"] == metric)].copy()
     if rows.empty:
         return {}
     rows["mib"] = [configs[c]["comm_bytes"] / (1 << 20) for c in rows["config_id"]]
@@ -280,66 +284,85 @@ def _heat_panel(
     return image, False
 
 
-def contention_figure(
-    summary: pd.DataFrame, configs: dict[str, dict], out_dir: Path, paper_point: dict
-) -> tuple[Path | None, bool]:
-    """Heat maps of compute and communication slowdown over communication size x compute
-    kind, one column per mechanism, each cell its mean and the half-width of its 95% CI.
-    Diverging colours centred on 0 (a speed-up is blue, not clipped), one scale per
-    quantity (a row shares its colour bar). Returns the file and whether the paper's
-    Fig. 8 point was in the sweep, and so boxed."""
-    # Over 60 lines: one figure's grid, colour scales, cells and legend, drawn in order.
-    panels = [
-        ("slowdown", "compute slowdown (Eq. 1)"),
-        ("comm_slowdown", "communication slowdown"),
-    ]
-    grids = {metric: contention_grid(summary, configs, metric) for metric, _ in panels}
-    mechs = sorted(grids["slowdown"])
-    if not mechs:
-        return None, False
-    halves = {
+# the contention map's rows of heat maps: (metric, what it is)
+HEAT_ROWS = (
+    ("slowdown", "compute slowdown (Eq. 1)"),
+    ("comm_slowdown", "communication slowdown"),
+)
+
+
+def _half_widths(rows: pd.DataFrame, configs: dict, grids: dict) -> dict:
+    """metric -> mechanism -> each cell's 95% CI half-width (mean - ci_low)."""
+    return {
         metric: {
             m: (g - lo)
             for (m, g), lo in zip(
                 grids[metric].items(),
-                contention_grid(summary, configs, metric, "ci_low").values(),
+                contention_grid(rows, configs, metric, "ci_low").values(),
                 strict=True,
             )
         }
-        for metric, _ in panels
+        for metric, _ in HEAT_ROWS
     }
-    boxed = False
+
+
+def _heat_row(fig, axes, r: int, grids: dict, halves: dict, mechs: list, paper_point: dict):
+    """Row `r` of heat maps (one quantity, one colour scale centred on 0, one colour bar);
+    whether the paper's point was boxed in it."""
+    metric, title = HEAT_ROWS[r]
+    found = [100 * g.to_numpy(float) for g in grids[metric].values()]
+    peak = max([5.0] + [float(np.nanmax(np.abs(v))) for v in found if np.isfinite(v).any()])
+    norm = CenteredNorm(vcenter=0.0, halfrange=peak)
+    image, boxed = None, False
+    for c, mech in enumerate(mechs):
+        ax, grid = axes[r, c], grids[metric].get(mech)
+        if grid is None:
+            ax.set_axis_off()
+            continue
+        image, hit = _heat_panel(ax, grid, halves[metric].get(mech), norm, paper_point)
+        boxed |= hit
+        ax.set_title(f"{PARALLELISMS.get(mech, mech)}: {title} (%)", fontsize=8)
+    if image is not None:
+        fig.colorbar(image, ax=list(axes[r]), fraction=0.03, label=f"{title} (%)")
+    return boxed
+
+
+def contention_figure(
+    figure: str,
+    summary: pd.DataFrame,
+    configs: dict[str, dict],
+    out_dir: Path,
+    paper_point: dict,
+) -> tuple[Path | None, bool]:
+    """`figure`'s heat maps of compute and communication slowdown over communication size x
+    compute kind, one column per mechanism, each cell its mean and the half-width of its
+    95% CI. Diverging colours centred on 0 (a speed-up is blue, not clipped), one scale per
+    quantity (a row shares its colour bar). Returns the file and whether the paper's
+    Fig. 8 point was in the sweep, and so boxed."""
+    rows = summary[summary["figure"] == figure]
+    grids = {metric: contention_grid(rows, configs, metric) for metric, _ in HEAT_ROWS}
+    mechs = sorted(grids["slowdown"])
+    if not mechs:
+        return None, False
+    halves = _half_widths(rows, configs, grids)
     fig, axes = plt.subplots(
-        len(panels),
+        len(HEAT_ROWS),
         len(mechs),
-        figsize=(4.6 * len(mechs) + 1, 3.4 * len(panels)),
+        figsize=(4.6 * len(mechs) + 1, 3.4 * len(HEAT_ROWS)),
         squeeze=False,
         layout="constrained",
     )
-    for r, (metric, title) in enumerate(panels):
-        found = [100 * g.to_numpy(float) for g in grids[metric].values()]
-        peak = max([5.0] + [float(np.nanmax(np.abs(v))) for v in found if np.isfinite(v).any()])
-        norm = CenteredNorm(vcenter=0.0, halfrange=peak)
-        image = None
-        for c, mech in enumerate(mechs):
-            ax, grid = axes[r, c], grids[metric].get(mech)
-            if grid is None:
-                ax.set_axis_off()
-                continue
-            image, hit = _heat_panel(ax, grid, halves[metric].get(mech), norm, paper_point)
-            boxed |= hit
-            ax.set_title(f"{PARALLELISMS.get(mech, mech)}: {title} (%)", fontsize=8)
-        if image is not None:
-            fig.colorbar(image, ax=list(axes[r]), fraction=0.03, label=f"{title} (%)")
-    rows = summary[summary["figure"] == "contention"]
+    boxed = False
+    for r in range(len(HEAT_ROWS)):
+        boxed |= _heat_row(fig, axes, r, grids, halves, mechs, paper_point)
     boxed_note = (
         "boxed: the paper's Fig. 8 point"
         if boxed
         else "the paper's Fig. 8 point is not in this sweep"
     )
     fig.suptitle(
-        f"{spec_of('contention').title}: {hardware(rows, configs)}\n"
+        f"{spec_of(figure).title}: {hardware(rows, configs)}\n"
         f"rows: compute kinds by arithmetic intensity, low to high; cells: mean and ± half of its 95% CI; {boxed_note}",
         fontsize=9,
     )
-    return _save(fig, out_dir, "contention"), boxed
+    return _save(fig, out_dir, figure), boxed

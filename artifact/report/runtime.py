@@ -7,14 +7,13 @@ and take no part in the time."""
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from artifact.store import RUN_END, RUN_HEADER
+from artifact.store import RUN_END, RUN_HEADER, RunStore
 
 # A gap between two records this long, and PAUSE_FACTOR times the figure's usual gap, is
 # a pause (a stopped run resumed later, or an unusually slow set-up), not measuring time.
@@ -36,25 +35,24 @@ class FigureTime:
         return self.span_s - sum(self.pauses_s)
 
 
-def _stamps(folder: Path) -> tuple[list[datetime], dict[str, int]]:
+def _stamps(out: Path, figure: str) -> tuple[list[datetime], dict[str, int]]:
     """The measured records' timestamps, and how many records came from which figure."""
-    out, copied = [], {}
-    for path in folder.glob("**/rep-*.json"):
+    stamps, copied = [], {}
+    for record in RunStore(out).readable_records(figure):
         try:
-            record = json.loads(path.read_text())
             stamp = record["provenance"]["timestamp"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (KeyError, TypeError):
             continue  # a record without a timestamp says nothing about time
         if source := record.get("reused_from"):
             copied[source] = copied.get(source, 0) + 1
         else:
-            out.append(datetime.fromisoformat(stamp))
-    return sorted(out), copied
+            stamps.append(datetime.fromisoformat(stamp))
+    return sorted(stamps), copied
 
 
 def figure_time(out: Path, figure: str) -> FigureTime | None:
     """`figure`'s time in the run folder `out`; None where it holds no records of it."""
-    stamps, copied = _stamps(Path(out) / "records" / figure)
+    stamps, copied = _stamps(Path(out), figure)
     if not stamps and not copied:
         return None
     gaps = [(b - a).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)]

@@ -13,9 +13,12 @@ from pathlib import Path
 import pandas as pd
 
 from artifact.analyze.aggregate import by_key, v2_delays
+from artifact.figures import REGISTRY
 from artifact.judge.verdicts import as_sentence
 from artifact.report import plots
 from artifact.report.document import Doc
+from artifact.report.facts import not_run
+from artifact.results import Results
 
 CONSISTENCY_MARGIN = 0.02  # the profiled pass's device span may exceed timed E2E by this
 
@@ -74,18 +77,21 @@ def _n(rows: pd.DataFrame, figure: str, config_id: str, mode: str, metric: str) 
     return f"{int(rows.loc[key, 'n'])}"
 
 
-def validation_sections(
-    doc: Doc, summary: pd.DataFrame, configs: dict, verdicts: pd.DataFrame, v2_not_run: str | None
-) -> None:
-    """V1, V2 (compare's check rows beside the numbers they judge), consistency, V3."""
-    checks = verdicts[verdicts["item_type"] == "check"]
+def validation_sections(doc: Doc, run: Results) -> None:
+    """V1, the validations a spec declares (V2: compare's check rows beside the numbers
+    they judge), consistency, V3."""
+    summary, configs = run.summary, run.configs
+    checks = run.verdicts[run.verdicts["item_type"] == "check"]
     doc.h(2, "Validations the paper lacks")
     v1_section(doc, summary, checks, configs)
-    doc.h(3, "V2: delay injection")
-    if v2_not_run:
-        doc.p(as_sentence(v2_not_run))
-    else:
-        v2_section(doc, summary, configs, checks[checks["figure"] == "v2"])
+    for fig, spec in REGISTRY.items():
+        for heading, write in (VALIDATIONS[k] for k in spec.report_sections if k in VALIDATIONS):
+            doc.h(3, heading)
+            why = not_run(fig, run)
+            if why:
+                doc.p(as_sentence(why))
+            else:
+                write(doc, fig, summary, configs, checks[checks["figure"] == fig])
     consistency_section(doc, summary)
     v3_section(doc, summary, configs)
 
@@ -231,11 +237,15 @@ def consistency_section(doc: Doc, summary: pd.DataFrame) -> None:
         )
 
 
-def contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir: Path) -> list:
+def contention_section(
+    doc: Doc, figure: str, summary: pd.DataFrame, configs: dict, fig_dir: Path
+) -> list:
+    """`figure`'s contention map: its heat maps and table, but for the configurations the
+    mechanism and mitigation sections show."""
     from artifact.report.mechanisms import own_section_configs
 
     summary = summary[~summary["config_id"].isin(own_section_configs(configs))]
-    png, boxed = plots.contention_figure(summary, configs, fig_dir, plots.PAPER_FIG8_POINT)
+    png, boxed = plots.contention_figure(figure, summary, configs, fig_dir, plots.PAPER_FIG8_POINT)
     point = plots.PAPER_FIG8_POINT
     where = (
         "the paper's one Fig. 8 point is boxed"
@@ -250,22 +260,22 @@ def contention_section(doc: Doc, summary: pd.DataFrame, configs: dict, fig_dir: 
     if png is None:
         doc.p("No plot: no contention rows in this folder.")
         return []
-    rows = summary[summary["figure"] == "contention"]
+    rows = summary[summary["figure"] == figure]
     doc.image(
         f"figures/{png.name}",
         f"Contention map, {plots.hardware(rows, configs)}: compute (top) and communication (bottom) slowdown in %",
     )
-    _contention_table(doc, summary, configs)
+    _contention_table(doc, figure, summary, configs)
     return [png, png.with_suffix(".pdf")]
 
 
-def _contention_table(doc: Doc, summary: pd.DataFrame, configs: dict) -> None:
-    keyed = by_key(summary[summary["figure"] == "contention"])
+def _contention_table(doc: Doc, figure: str, summary: pd.DataFrame, configs: dict) -> None:
+    keyed = by_key(summary[summary["figure"] == figure])
     ids = sorted(
         (
             c
             for c in keyed.index.unique("config_id")
-            if c in configs and ("contention", c, "derived", "slowdown") in keyed.index
+            if c in configs and (figure, c, "derived", "slowdown") in keyed.index
         ),
         key=lambda c: (configs[c]["parallelism"], configs[c]["model"], configs[c]["comm_bytes"]),
     )
@@ -289,26 +299,29 @@ def _contention_table(doc: Doc, summary: pd.DataFrame, configs: dict) -> None:
                 plots.PARALLELISMS.get(configs[cid]["parallelism"], configs[cid]["parallelism"]),
                 configs[cid]["model"],
                 plots.size(configs[cid]["comm_bytes"]),
-                _n(keyed, "contention", cid, "derived", "slowdown"),
-                _pct_cell(keyed, "contention", cid, "derived", "slowdown"),
-                _pct_ci(keyed, "contention", cid, "derived", "slowdown"),
-                _pct_cell(keyed, "contention", cid, "derived", "slowdown_vs_nocomm"),
-                _pct_cell(keyed, "contention", cid, "derived", "comm_slowdown"),
-                _pct_ci(keyed, "contention", cid, "derived", "comm_slowdown"),
-                _pct_cell(keyed, "contention", cid, "overlap", "overlap_fraction"),
-                _cell(keyed, "contention", cid, "overlap", "compute_GBps"),
-                _cell(keyed, "contention", cid, "overlap", "comm_algbw_GBps"),
+                _n(keyed, figure, cid, "derived", "slowdown"),
+                _pct_cell(keyed, figure, cid, "derived", "slowdown"),
+                _pct_ci(keyed, figure, cid, "derived", "slowdown"),
+                _pct_cell(keyed, figure, cid, "derived", "slowdown_vs_nocomm"),
+                _pct_cell(keyed, figure, cid, "derived", "comm_slowdown"),
+                _pct_ci(keyed, figure, cid, "derived", "comm_slowdown"),
+                _pct_cell(keyed, figure, cid, "overlap", "overlap_fraction"),
+                _cell(keyed, figure, cid, "overlap", "compute_GBps"),
+                _cell(keyed, figure, cid, "overlap", "comm_algbw_GBps"),
             ]
             for cid in ids
         ],
     )
 
 
-def v2_section(doc: Doc, summary: pd.DataFrame, configs: dict, checks: pd.DataFrame) -> None:
+def v2_section(
+    doc: Doc, figure: str, summary: pd.DataFrame, configs: dict, checks: pd.DataFrame
+) -> None:
+    """V2 on `figure`'s delays: the table of its delays, then compare's check rows."""
     doc.p(
         "A known delay follows every collective on the communication chain (a spin kernel on a side stream on GPUs, a sleep in the communication thread on CPUs); the collective count is the delay-free one, and the delay actually injected is read from the trace. Predictions: sequential E2E rises one for one with the delay; once communication plus delay outlasts the compute, overlapped E2E follows the communication chain; Eq. 4's ideal (derived) should not fall below the no-contention bound max(compute alone, communication alone)."
     )
-    table = v2_delays(summary, configs)
+    table = v2_delays(summary, configs, figure)
     doc.table(
         [
             "delay (x compute)",
@@ -340,3 +353,8 @@ def v2_section(doc: Doc, summary: pd.DataFrame, configs: dict, checks: pd.DataFr
         ["check", "result", "detail"],
         [[r.item, r.verdict, r.reason] for r in checks.itertuples()],
     )
+
+
+# The validations a spec declares (FigureSpec.report_sections), by kind: (heading, what
+# writes it from the figure's name, the summary, configs.json and the figure's check rows)
+VALIDATIONS = {"delay injection": ("V2: delay injection", v2_section)}
