@@ -427,8 +427,8 @@ def test_a_configuration_two_figures_share_counts_once():
     """fig8 copies fig6's records (rank/reuse.py) and its power claim pools [fig8, fig6]:
     on one H200 (session 11) the copy counted twice narrowed the CI from [-6.15, +3.21]
     to [-4.78, +1.84]. One configuration, one piece of evidence."""
-    from artifact.judge.compare import mean_of_means
     from artifact.judge.expected import select
+    from artifact.judge.numbers import mean_of_means
 
     def row(figure, config_id, mean, low, high):
         return {"figure": figure, "config_id": config_id, "mode": "derived"} | {

@@ -10,7 +10,8 @@ import pytest
 from scipy import stats
 
 from artifact.judge import controls
-from artifact.judge.compare import compare, mean_of_means
+from artifact.judge.compare import compare
+from artifact.judge.numbers import mean_of_means
 from artifact.judge.verdicts import paper_items, tally
 from artifact.rank import runner
 from artifact.report.instrument import CONTROLS_TEXT

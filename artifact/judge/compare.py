@@ -28,36 +28,31 @@ An interval shown beside a mean is a 95 % CI of that mean.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pandas as pd
-from scipy import stats
 
 from artifact.analyze import noise
-from artifact.analyze.metrics import ratio_interval
 from artifact.figures import with_check
 from artifact.judge import controls, copies, coverage, rehearsal, scope, standin, validation
+from artifact.judge.claims import ACROSS_CONFIGS, judge_claim
 from artifact.judge.expected import (
     EXPECTED_DIR,
     NEEDS_COMMUNICATION,
     ExpectedItem,
-    as_list,
     for_gpus,
     load_expected,
     metric_of,
     select,
 )
 from artifact.judge.figure_status import CPU_REASON, figure_status, not_ran, on_a_cpu
+from artifact.judge.numbers import fmt, item_verdict, judge_number
 from artifact.judge.verdicts import (
     MIN_REPETITIONS,
     Verdict,
     as_sentence,
-    band_verdict,
     counted_in,
     table,
 )
@@ -100,11 +95,6 @@ def declared_checks(run: Results) -> list[Verdict]:
 # --- selecting rows ---------------------------------------------------------------------
 
 
-def describe_rows(filters: dict[str, Any]) -> str:
-    """{'precision': 'fp32', 'model': ['a', 'b']} -> 'precision fp32, model a or b'."""
-    return ", ".join(f"{k} {' or '.join(map(str, as_list(v)))}" for k, v in filters.items())
-
-
 def with_communication(summary: pd.DataFrame) -> set[tuple[str, str]]:
     """(figure, config id) of the configurations whose overlap mode ran communication
     kernels: the collective itself, or the stand-in a one-GPU proxy runs (comm_role_ms)."""
@@ -114,299 +104,6 @@ def with_communication(summary: pd.DataFrame) -> set[tuple[str, str]]:
     keyed = {(r.figure, r.config_id): r.mean for r in comm.itertuples()}
     keyed |= {(r.figure, r.config_id): r.mean for r in role.itertuples()}
     return {k for k, v in keyed.items() if v > 0}
-
-
-def _fmt(x: float) -> str:
-    return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4g}"
-
-
-def _configurations(n: int) -> str:
-    """'1 configuration', '3 configurations'."""
-    return f"{n} configuration{'' if n == 1 else 's'}"
-
-
-# --- verdicts ---------------------------------------------------------------------------
-
-
-def _verdict(
-    item: ExpectedItem,
-    verdict,
-    reason,
-    expected="",
-    tolerance="",
-    mean=math.nan,
-    lo=math.nan,
-    hi=math.nan,
-) -> Verdict:
-    return Verdict(
-        figure=item.file_figure,
-        item=item.id,
-        expected=expected,
-        tolerance=tolerance,
-        mean=mean,
-        ci_low=lo,
-        ci_high=hi,
-        verdict=verdict,
-        reason=as_sentence(reason),
-        statement=item.statement,
-        metric=item.metric or item.greater_metric,
-        unit="ratio" if item.aggregate == "cap_increase" else None,
-        kind="derived" if item.rows.get("mode") == "derived" else "measured",
-        source="; ".join(f"{k} {v}" for k, v in item.source.items()),
-        item_type="number" if item.is_number else "claim",
-    )
-
-
-def mean_of_means(rows: pd.DataFrame) -> tuple[float, float, float]:
-    """The mean of the rows' means, with a 95 % CI of that mean: each row's standard
-    error recovered from its t interval, combined (the configurations are fixed, their
-    errors independent), with the fewest degrees of freedom of any row (conservative).
-    One row: its own CI. NaN CI where a row has none."""
-    mean = float(rows["mean"].mean())
-    if len(rows) == 1:
-        r = rows.iloc[0]
-        return mean, float(r["ci_low"]), float(r["ci_high"])
-    n = rows["n"].astype(float)
-    if (n < 2).any() or rows[["ci_low", "ci_high"]].isna().any().any():
-        return mean, math.nan, math.nan
-    t = stats.t.ppf(0.975, n - 1)
-    se = ((rows["ci_high"] - rows["ci_low"]) / 2 / t).to_numpy()
-    half = stats.t.ppf(0.975, n.min() - 1) * float(np.sqrt(np.sum(se**2))) / len(rows)
-    return mean, mean - half, mean + half
-
-
-def _aggregate(
-    item: ExpectedItem, rows: pd.DataFrame, configs: dict
-) -> tuple[float, float, float, str]:
-    agg = item.aggregate
-    covered = coverage.coverage(item, rows, configs)
-    over = coverage.coverage_text(*covered, item.grid) if covered else _configurations(len(rows))
-    if agg == "mean":
-        mean, lo, hi = mean_of_means(rows)
-        return mean, lo, hi, f"the mean over {over}, with the CI of that mean"
-    if agg == "max":
-        mean, lo, hi = coverage.sidak_max(rows)
-        top = rows.loc[rows["mean"].idxmax(), "config_id"]
-        how = f"the largest over {over}: {top}"
-        if len(rows) > 1:
-            how += f"; the interval allows for picking the largest of {len(rows)} (Sidak)"
-        return mean, lo, hi, how
-    # cap_increase: E2E at the strictest cap over uncapped, same base configuration
-    capped = [(configs.get(c, {}).get("power_cap_w"), c) for c in rows["config_id"]]
-    base = [c for cap, c in capped if cap is None]
-    strict = sorted((cap, c) for cap, c in capped if cap is not None)
-    if not base or not strict:
-        return math.nan, math.nan, math.nan, "needs an uncapped and a capped run"
-    b = rows[rows["config_id"] == base[0]].iloc[0]
-    s = rows[rows["config_id"] == strict[0][1]].iloc[0]
-
-    def side(r) -> tuple[float, float, int]:
-        return float(r["mean"]), float(r["std"]), int(r["n"])
-
-    ratio, lo, hi = ratio_interval(side(s), side(b))
-    return (
-        ratio - 1,
-        lo - 1,
-        hi - 1,
-        f"{strict[0][0]:g} W vs uncapped; the ratio's CI by the delta method, the two runs independent",
-    )
-
-
-def _scale(item: ExpectedItem, rows: pd.DataFrame) -> tuple[bool, str]:
-    """(percent, unit): ratios (0.189) read in % and gaps in points; % of TDP as such."""
-    unit = str(rows["unit"].iloc[0]) if "unit" in rows and not rows.empty else ""
-    if item.aggregate == "cap_increase" or unit == "ratio":
-        return True, ""
-    if unit == "%" and str(item.metric or "").endswith("_pct_tdp"):
-        return False, "% of TDP"
-    return False, "" if unit == "nan" else unit
-
-
-def judge_number(item: ExpectedItem, rows: pd.DataFrame, configs: dict) -> Verdict:
-    """The equivalence rule every number shares (verdicts.band_verdict): reproduced where
-    the 95 % CI lies within [expected - tol, expected + tol], not reproduced where it
-    lies wholly outside, inconclusive where it reaches across an edge."""
-    value, tol = float(item.value), float(item.tolerance)
-    mean, lo, hi, how = _aggregate(item, rows, configs)
-    band = (value - tol, value + tol)
-    exp, tols = _fmt(value), _fmt(tol)
-    if math.isnan(mean):
-        return _verdict(item, "not run", how, exp, tols)
-    if math.isnan(lo) or math.isnan(hi):
-        lo = hi = mean
-        how += "; one repetition, so no CI: the mean is compared"
-    percent, unit = _scale(item, rows)
-    outcome, why = band_verdict(lo, hi, band, percent, unit)
-    verdict = {"holds": "reproduced", "fails": "not reproduced"}.get(outcome, "inconclusive")
-    k, suffix = (100, " %") if percent else (1, f" {unit}".rstrip())
-    ci = f"[{k * lo:.4g}, {k * hi:.4g}]{suffix}"
-    reason = f"The 95% CI {ci} {why.removeprefix('the CI ')} ({how})"
-    return _verdict(item, verdict, reason, exp, tols, mean, lo, hi)
-
-
-def _names(rows: pd.DataFrame) -> list[str]:
-    """Config ids, with their figure where the rows span several figures."""
-    if rows["figure"].nunique() <= 1:
-        return list(rows["config_id"])
-    return [f"{c} ({f})" for f, c in zip(rows["figure"], rows["config_id"], strict=True)]
-
-
-NAN = math.nan
-
-
-@dataclass(frozen=True)
-class Shown:
-    """What a claim's rows show. `holds` is True where the CIs show the claim, False where
-    they show the opposite, None where they show neither (an interval that reaches across
-    the line): "inconclusive", not "not reproduced"."""
-
-    holds: bool | None
-    reason: str
-    expected: str
-    mean: float = NAN
-    lo: float = NAN
-    hi: float = NAN
-
-
-@dataclass(frozen=True)
-class Unjudged:
-    """Why a claim cannot be judged on these rows: its verdict is "not run"."""
-
-    reason: str
-
-
-Judged = Shown | Unjudged
-
-
-def _bounds(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Each row's CI; a row without one (one repetition) is its mean."""
-    return rows["ci_low"].fillna(rows["mean"]), rows["ci_high"].fillna(rows["mean"])
-
-
-def _every_row_positive(item: ExpectedItem, rows: pd.DataFrame, summary, configs) -> Judged:
-    lo, hi = _bounds(rows)
-    below, across = rows[hi <= 0], rows[(lo <= 0) & (hi > 0)]
-    if below.empty and across.empty:
-        every = (
-            "the one configuration measured"
-            if len(rows) == 1
-            else f"all {len(rows)} configurations measured"
-        )
-        holds, reason = True, f"The CI is above 0 in {every}"
-    elif not below.empty:
-        holds = False
-        reason = f"At or below 0 in {len(below)} of {_configurations(len(rows))}: {', '.join(_names(below))}"
-    else:
-        holds = None
-        where = (
-            "the one configuration measured"
-            if len(rows) == 1
-            else f"{len(across)} of {_configurations(len(rows))}"
-        )
-        reason = (
-            f"The CI reaches across 0 in {where}, "
-            f"so the data show neither a rise nor its absence: {', '.join(_names(across))}"
-        )
-    return Shown(holds, reason, "> 0", *mean_of_means(rows))
-
-
-def _group_greater(item: ExpectedItem, rows: pd.DataFrame, summary, configs) -> Judged:
-    a, b = select(rows, item.greater, None), select(rows, item.lesser, None)
-    greater, lesser = describe_rows(item.greater), describe_rows(item.lesser)
-    if a.empty or b.empty:
-        return Unjudged(f"It needs rows for both {greater} and {lesser}.")
-    # each group's mean over its configurations, with the CI of that mean
-    (a_mean, a_lo, a_hi), (b_mean, b_lo, b_hi) = mean_of_means(a), mean_of_means(b)
-    if a_lo > b_hi:
-        holds, tail = True, ""
-    elif a_hi < b_lo:
-        holds, tail = False, "; the other way round"
-    else:
-        holds = None
-        tail = "; the CIs overlap" + (
-            ", ordered as claimed" if a_mean > b_mean else ", ordered the other way"
-        )
-    reason = (
-        f"{greater}: {_fmt(a_mean)} [{_fmt(a_lo)}, {_fmt(a_hi)}] vs "
-        f"{lesser}: {_fmt(b_mean)} [{_fmt(b_lo)}, {_fmt(b_hi)}]" + tail
-    )
-    return Shown(holds, reason, f"{greater} above {lesser}", a["mean"].mean() - b["mean"].mean())
-
-
-def _metric_greater(item: ExpectedItem, rows, summary: pd.DataFrame, configs) -> Judged:
-    greater, lesser = item.greater_metric, item.lesser_metric
-    g = select(summary, item.rows, greater).set_index(["figure", "config_id"])
-    lsr = select(summary, item.rows, lesser).set_index(["figure", "config_id"])
-    common = g.index.intersection(lsr.index)
-    if common.empty:
-        return Unjudged(f"no rows with both {greater} and {lesser}")
-    (g_lo, g_hi), (l_lo, l_hi) = _bounds(g.loc[common]), _bounds(lsr.loc[common])
-    above, below = g_lo > l_hi, g_hi < l_lo
-
-    def names(mask: pd.Series) -> str:
-        return ", ".join(f"{c[1]} ({c[0]})" for c in common[mask.to_numpy()])
-
-    if above.all():
-        every = "the one configuration" if len(common) == 1 else f"all {len(common)} configurations"
-        holds, reason = True, f"{greater} is above {lesser} in {every}"
-    elif below.any():
-        holds, reason = False, f"{greater} is below {lesser} in: {names(below)}"
-    else:
-        holds = None
-        reason = f"the CIs of {greater} and {lesser} overlap in: {names(~above)}"
-    gap = float((g.loc[common, "mean"] - lsr.loc[common, "mean"]).mean())
-    return Shown(holds, reason, f"{greater} above {lesser}", gap)
-
-
-def _monotone(item: ExpectedItem, rows: pd.DataFrame, summary, configs: dict) -> Judged:
-    """increases_with / decreases_with a configuration field: each step along it, from one
-    value's CI to the next one's (the rows in the field's order)."""
-    along = item.along
-    lo, hi = _bounds(rows)
-    pts = sorted(
-        (configs.get(c, {}).get(along), m, a, b)
-        for c, m, a, b in zip(rows["config_id"], rows["mean"], lo, hi, strict=True)
-        if configs.get(c, {}).get(along) is not None
-    )
-    if len({p[0] for p in pts}) < 2:
-        return Unjudged(f"needs configurations with at least two values of {along}")
-    rising = item.kind == "increases_with"
-    steps = []  # True: the step goes the claimed way, False: the other way, None: unclear
-    for (_, _, lo0, hi0), (_, _, lo1, hi1) in itertools.pairwise(pts):
-        up, down = lo1 > hi0, hi1 < lo0
-        claimed, opposite = (up, down) if rising else (down, up)
-        steps.append(True if claimed else False if opposite else None)
-    holds = True if all(s is True for s in steps) else False if False in steps else None
-    reason = f"{along} -> mean [95% CI]: " + ", ".join(
-        f"{x:g}: {_fmt(m)} [{_fmt(a)}, {_fmt(b)}]" for x, m, a, b in pts
-    )
-    if holds is None:
-        reason += "; neighbouring CIs overlap, so the trend is not shown either way"
-    return Shown(holds, reason, item.kind.replace("_", " ") + f" {along}")
-
-
-# the claims that compare configurations with one another
-ACROSS_CONFIGS = {"group_greater", "increases_with", "decreases_with"}
-
-CLAIM_JUDGES = {
-    "every_row_positive": _every_row_positive,
-    "group_greater": _group_greater,
-    "metric_greater": _metric_greater,
-    "increases_with": _monotone,
-    "decreases_with": _monotone,
-}
-
-
-def judge_claim(
-    item: ExpectedItem, rows: pd.DataFrame, summary: pd.DataFrame, configs: dict
-) -> Verdict:
-    judged = CLAIM_JUDGES[item.kind](item, rows, summary, configs)
-    if isinstance(judged, Unjudged):
-        return _verdict(item, "not run", judged.reason)
-    verdict = {True: "reproduced", False: "not reproduced", None: "inconclusive"}[judged.holds]
-    return _verdict(
-        item, verdict, judged.reason, judged.expected, "", judged.mean, judged.lo, judged.hi
-    )
 
 
 def _unjudgeable(item: ExpectedItem, run: Results) -> str | None:
@@ -621,27 +318,27 @@ def _paper_verdicts(
 ) -> list[Verdict]:
     """The item's verdict on the paper's rows, then its proxy evidence."""
     is_number = item.is_number
-    exp = (_fmt(item.value), _fmt(item.tolerance)) if is_number else ("", "")
+    exp = (fmt(item.value), fmt(item.tolerance)) if is_number else ("", "")
     figures = item.figures
     if not run.gpus:  # the plan's answer too (figure_status.on_a_cpu)
-        return [_verdict(item, *on_a_cpu(item, lambda f: figure_status(f, run.status, run.summary)), *exp)]  # fmt: skip
+        return [item_verdict(item, *on_a_cpu(item, lambda f: figure_status(f, run.status, run.summary)), *exp)]  # fmt: skip
     why = _unjudgeable(item, run)
     if why:
-        return [_verdict(item, "not applicable", why, *exp)]
+        return [item_verdict(item, "not applicable", why, *exp)]
     metric = metric_of(item)
     selected = select(run.judged_rows, item.rows, metric)
     proxies = [c for c in run.proxy_configs if c in set(selected["config_id"])]
     evidence = [_proxy_verdict(item, selected, c, run, checks, v1) for c in proxies]
     if (beyond := scope.out_of_scope(item, run)) is not None:  # rows that cannot speak to it
         note = f"; {PROXY_NOTE}" if evidence else ""
-        return [_verdict(item, beyond[0], beyond[1] + note, *exp), *evidence]
+        return [item_verdict(item, beyond[0], beyond[1] + note, *exp), *evidence]
     rows = select(run.paper_rows, item.rows, metric)
     if metric in NEEDS_COMMUNICATION:
         rows = _rows_with_communication(item, rows, run)
         if rows is None:
             note = f"; {PROXY_NOTE}" if evidence else ""
             return [
-                _verdict(item, "not applicable", NO_COMMUNICATION_REASON + note, *exp),
+                item_verdict(item, "not applicable", NO_COMMUNICATION_REASON + note, *exp),
                 *evidence,
             ]
     if rows.empty:
@@ -650,7 +347,7 @@ def _paper_verdicts(
             or scope.missing_configuration(item, run)
             or f"no {metric} rows for {', '.join(figures)} in this folder"
         )
-        return [_verdict(item, "not run", reason, *exp), *evidence]
+        return [item_verdict(item, "not run", reason, *exp), *evidence]
     return [_judge_rows(item, rows, run, checks), *evidence]
 
 
