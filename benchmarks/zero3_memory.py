@@ -44,34 +44,36 @@ def spans(trace: dict, prefix: str) -> list[tuple[float, float]]:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    """The flags, checked: ArtifactError names a bad one."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--world", default="4", help="W, the world size rank 0 stands in for")
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--precision", default="bf16", help=f"one of {', '.join(PRECISIONS)}")
     args = p.parse_args(argv)
-    try:
-        world = check_world(args.world, "--world")
-        if args.precision not in PRECISIONS:
-            raise bad_choice("precision", args.precision, PRECISIONS)
-        if args.layers < 1:
-            raise ArtifactError(f"--layers must be at least 1, got {args.layers}")
+    args.world = check_world(args.world, "--world")
+    if args.precision not in PRECISIONS:
+        raise bad_choice("precision", args.precision, PRECISIONS)
+    if args.layers < 1:
+        raise ArtifactError(f"--layers must be at least 1, got {args.layers}")
+    return args
 
-    except ArtifactError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+
+def _probe(model: ModelConfig, world: int, precision: str) -> tuple[dict, int]:
+    """Three ZeRO-3 steps of rank 0 of `world` under the memory profiler: its trace, and the
+    parameters ZeRO-3 still holds gathered as one more backward begins."""
+    from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus
+
     from artifact.rank import emulation
     from artifact.rank.modes import collectives_for
     from artifact.workloads.fsdp_deepspeed import FsdpSpec, FsdpTrainer
     from artifact.workloads.models import lm_loss
-    from artifact.workloads.precision import dtype_of
 
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")
     cpu = torch.device("cpu")
     emulation.join(world, cpu)
-    model = ModelConfig("probe", "gpt3", args.layers, 1024, 16, 4096, 4096, 64)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        trainer = FsdpTrainer(FsdpSpec(model, 1, args.precision), cpu, 0)
+        trainer = FsdpTrainer(FsdpSpec(model, 1, precision), cpu, 0)
         step = trainer.engine.step
 
         def marked_step(*a, **k):
@@ -82,9 +84,6 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(3):
             with record_function(f"step{i}"):
                 trainer.step("overlap")
-    # one more forward: which parameters ZeRO-3 still holds gathered as the backward begins
-    from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus
-
     with collectives_for("overlap", cpu):
         loss = lm_loss(trainer.engine(trainer.tokens), trainer.tokens)
         held = sum(
@@ -95,7 +94,12 @@ def main(argv: list[str] | None = None) -> int:
         trainer.engine.backward(loss)
     with tempfile.TemporaryDirectory() as tmp:
         prof.export_chrome_trace(f"{tmp}/trace.json")
-        trace = json.loads(Path(f"{tmp}/trace.json").read_text())
+        return json.loads(Path(f"{tmp}/trace.json").read_text()), held
+
+
+def _report(trace: dict, held: int, model: ModelConfig, world: int, precision: str) -> None:
+    from artifact.workloads.precision import dtype_of
+
     live = sorted(
         (e["ts"], e["args"]["Total Allocated"])
         for e in trace["traceEvents"]
@@ -112,12 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     rest = at(s0)
     params = memory.total_params(model)
     shard = params / world
-    bucket = memory.DEEPSPEED_REDUCE_BUCKET * dtype_of(args.precision).itemsize
+    bucket = memory.DEEPSPEED_REDUCE_BUCKET * dtype_of(precision).itemsize
     step_peak = max(peak(s0, o0), peak(o1, s1))
-    print(f"rank 0 of {world}, {params / 1e6:.0f} M parameters, {args.precision}:")
+    print(f"rank 0 of {world}, {params / 1e6:.0f} M parameters, {precision}:")
     print(
         f"  states at rest: {(rest - bucket) / shard:.2f} bytes a parameter of the shard "
-        f"(estimate: {memory.states_bytes(model, 1, args.precision) / params:.0f}) "
+        f"(estimate: {memory.states_bytes(model, 1, precision) / params:.0f}) "
         f"+ the reduce bucket {bucket / GIB:.2f} GiB"
     )
     print(
@@ -130,6 +134,17 @@ def main(argv: list[str] | None = None) -> int:
         f"  gathered as the backward begins: {held / 1e6:.1f} M parameters "
         f"(estimate: {memory.gathered_params(model) / 1e6:.1f} M)"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = _args(argv)
+    except ArtifactError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    model = ModelConfig("probe", "gpt3", args.layers, 1024, 16, 4096, 4096, 64)
+    trace, held = _probe(model, args.world, args.precision)
+    _report(trace, held, model, args.world, args.precision)
     sys.stdout.flush()
     os._exit(0)  # as the run's worker leaves: DeepSpeed has aborted at exit
 
