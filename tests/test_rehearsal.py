@@ -332,7 +332,7 @@ def _a_rank_lost_a_number(r):
 def test_each_planted_fault_fails_its_check(gloo_rehearsal, tmp_path, config, mode, edit, breaks):
     planted = _planted(gloo_rehearsal, tmp_path / "planted", _first(config, mode)(edit))
     found = _verdicts(planted)
-    assert {k for k, v in found.items() if v["verdict"] == "fails"} == breaks
+    assert {k for k, v in found.items() if v.verdict == "fails"} == breaks
     for item in breaks:  # the reason names where it broke
         assert config in found[item].reason and mode in found[item].reason
 
