@@ -231,7 +231,7 @@ class RunOptions:
         return dataclasses.replace(self, **{n: None for n in self.given() if n not in names})
 
     def as_json(self) -> dict[str, Any]:
-        """The set fields, tuples as lists: what plan.json and the ranks' --options hold."""
+        """The set fields, tuples as lists: what plan.json and the ranks' job (core/rankjob.py) hold."""
         return {
             n: list(v) if isinstance(v, tuple) else v
             for n in self.given()
