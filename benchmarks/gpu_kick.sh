@@ -7,6 +7,7 @@
 # folders so far as OUT/kick.tgz (profiler traces left out). Chain the calls at once: the
 # machine goes back after 30 s idle.
 # Usage, from the repository root: bash benchmarks/gpu_kick.sh OUT SECONDS start|wait
+# (ONE=fig8 runs fig8 alone on one rank, where the device time left is short)
 set -uo pipefail
 out=${1:?out}; seconds=${2:?seconds}; what=${3:?start or wait}; start=$(date +%s)
 run=/tmp/kick
@@ -15,7 +16,7 @@ if [ "$what" = start ]; then
   source benchmarks/device_prep.sh
   mkdir -p "$run.logs"
   steps='
-    for fig in fig8 fig4; do python3 -m artifact run $fig --preset quick --out '"$run"'/one; echo "$fig exit $?"; done
+    for fig in '"${ONE:-fig8 fig4}"'; do python3 -m artifact run $fig --preset quick --out '"$run"'/one; echo "$fig exit $?"; done
     python3 -m artifact compare '"$run"'/one; python3 -m artifact report '"$run"'/one; echo "report exit $?"
     export NCCL_NVLS_ENABLE=0 LD_PRELOAD=/tmp/nccl/libnccl.so.2
     for fig in fig8 fig4; do
