@@ -38,7 +38,6 @@ __all__ = [
     "parse",
     "plan",
     "render",
-    "rows",
     "run",
     "show",
     "totals",
@@ -183,15 +182,6 @@ def plan(args: PlanQuery) -> tuple[Preset, int, list[Row], tuple[float, str]]:
         again = lambda p: build(p, figures, gpus, gib, per_gpu=per_gpu)  # noqa: E731
         rows = adaptive.apply(preset, rows, again, paper)
     return preset, gpus * per_gpu, rows, memory
-
-
-def rows(
-    figures: list[str], preset: str, gpus: int | None = None, emulate_world: int | None = None
-) -> list[Row]:
-    """The rows `plan FIGURES --preset PRESET [--gpus N] [--emulate-world W]` builds (every
-    other flag at its default); ArtifactError as `plan` raises it."""
-    query = PlanQuery(tuple(figures), preset, gpus=gpus, emulate_world=emulate_world)
-    return plan(query)[2]
 
 
 def _paper_items() -> list[ExpectedItem] | None:

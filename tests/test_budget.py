@@ -6,8 +6,11 @@ import pandas as pd
 import pytest
 
 from artifact import budget, plan, suite
+from artifact.core.config import get_preset
 from artifact.core.errors import ArtifactError
+from artifact.core.options import RunOptions
 from artifact.judge.figure_status import figure_status
+from artifact.launch import stage
 from artifact.store import RunStore
 
 REVIEW_4 = ["--preset", "review", "--gpus", "4"]
@@ -87,18 +90,23 @@ def test_a_budget_cut_run_records_what_it_left_out(tmp_path, monkeypatch):
     [("fig8", "tiny", None, None), ("fig4", "quick", 4, None), ("fig4", "quick", None, 8)],
 )
 def test_the_typed_plan_call_prices_what_the_plan_argv_did(tmp_path, figure, preset, gpus, world):
-    """run's disk check (launch/stage.py) calls plan.rows and budget.unwritten; they give
-    the rows and bytes `plan FIG --preset P [--gpus N | --emulate-world W]` gives."""
+    """run's disk check (launch/stage.py) builds its query by hand and calls
+    budget.disk_left; it gives the rows and bytes `plan FIG --preset P [--gpus N |
+    --emulate-world W]` gives."""
     argv = [figure, "--preset", preset]
     argv += ["--gpus", str(gpus)] if gpus else []
     argv += ["--emulate-world", str(world)] if world else []
     query = plan.PlanQuery.of(plan.parse(argv))
-    rows = plan.rows([figure], preset, gpus=gpus, emulate_world=world)
+    by_hand = plan.PlanQuery((figure,), preset, gpus=gpus, emulate_world=world)
+    rows = plan.plan(by_hand)[2]
     assert rows == plan.plan(query)[2]
     (tmp_path / "records" / figure).mkdir(parents=True)
     (tmp_path / "records" / figure / "r.json").write_text("x" * 1000)
     left = budget.unwritten(rows, tmp_path, {figure})
     assert left == budget.disk_left(query, tmp_path, {figure}) and left is not None
+    options = RunOptions(emulate_world=world)
+    nproc = gpus or 1
+    assert stage.disk_need(figure, get_preset(preset), nproc, options, tmp_path) == left
 
 
 def test_all_prices_runs_flags_as_run_parses_them():

@@ -44,16 +44,14 @@ class Claim:
 
 def disk_need(figure: str, preset, nproc: int, options: RunOptions, out: Path) -> int | None:
     """What `figure` still writes into `out`, by the plan's disk estimate (None: unknown)."""
-    from artifact import plan
-    from artifact.budget import unwritten
+    from artifact.budget import disk_left
+    from artifact.plan import PlanQuery
 
     world = options.emulate_world or None
     gpus = nproc if world is None and preset.device != "cpu" else None
-    try:
-        rows = plan.rows([figure], preset.name, gpus=gpus, emulate_world=world)
-    except (ArtifactError, SystemExit):
-        return None
-    return unwritten(rows, out, {figure})
+    return disk_left(
+        PlanQuery((figure,), preset.name, gpus=gpus, emulate_world=world), out, {figure}
+    )
 
 
 def claim(r: RunRequest) -> Claim:
