@@ -379,13 +379,13 @@ def compare(out: Path, expected_dir: Path = EXPECTED_DIR) -> pd.DataFrame:
     ]
     control_rows += preview_controls
     if not run.gpus:  # a CPU run checks the code path; its numbers judge nothing
-        control_rows = [_on_a_cpu(c) for c in control_rows]
+        control_rows = [_not_judged_on_a_cpu(c) for c in control_rows]
     checks = [Verdict.of(c) for c in validation.v1_verdicts(run.summary)]
     v1 = V1Rows.of(checks, copied)
     rows_out = [row for item in items for row in judge_item(item, run, control_rows, v1)]
     checks += declared_checks(run)
     if not run.gpus:
-        checks = [_on_a_cpu(c) for c in checks]
+        checks = [_not_judged_on_a_cpu(c) for c in checks]
     if run.rehearsal:  # nothing is judged but whether the path works
         why = rehearsal_reason(run)
         control_rows, rows_out, checks = (
@@ -421,7 +421,7 @@ def rehearsal_reason(run: Results) -> str:
     )
 
 
-def _on_a_cpu(row: Verdict) -> Verdict:
+def _not_judged_on_a_cpu(row: Verdict) -> Verdict:
     return replace(row, verdict="not applicable", reason=CHECK_CPU_REASON)
 
 
