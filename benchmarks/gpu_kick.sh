@@ -11,10 +11,11 @@
 set -uo pipefail
 out=${1:?out}; seconds=${2:?seconds}; what=${3:?start or wait}; start=$(date +%s)
 run=/tmp/kick
+log=$run.logs/kick.log
 mkdir -p "$out"
+source benchmarks/device_background.sh
 if [ "$what" = start ]; then
   source benchmarks/device_prep.sh
-  mkdir -p "$run.logs"
   steps='
     for fig in '"${ONE:-fig8 fig4}"'; do python3 -m artifact run $fig --preset quick --out '"$run"'/one; echo "$fig exit $?"; done
     python3 -m artifact compare '"$run"'/one; python3 -m artifact report '"$run"'/one; echo "report exit $?"
@@ -23,16 +24,9 @@ if [ "$what" = start ]; then
       python3 -m artifact run $fig --preset quick --ranks-per-gpu 2 --reps 2 --out '"$run"'/shared
       echo "$fig shared exit $?"
     done'
-  setsid nohup bash -c "$steps" > "$run.logs/kick.log" 2>&1 &
-  echo $! > "$run.logs/pid"
-  echo "started pid $(cat "$run.logs/pid") at $(date -u +%T)"
+  background_start "$log" bash -c "$steps"
 fi
-pid=$(cat "$run.logs/pid")
-while kill -0 "$pid" 2> /dev/null && [ $(( $(date +%s) - start )) -lt $(( seconds - 30 )) ]; do
-  sleep 5
-done
-if kill -0 "$pid" 2> /dev/null; then echo "still running after $(( $(date +%s) - start )) s of this call"
-else echo "finished"; fi
-cp "$run.logs/kick.log" "$out/kick.log"
+background_wait "$log" "$seconds" "$start" && echo "finished"
+cp "$log" "$out/kick.log"
 grep -E "exit|error|Error" "$out/kick.log" | tail -n 20
 tar czf "$out/kick.tgz" -C "$run" --exclude='./*/traces/*/*.json' . 2> /dev/null

@@ -10,20 +10,14 @@
 set -uo pipefail
 out=${1:?out}; seconds=${2:?seconds}; what=${3:?start or wait}; start=$(date +%s)
 run=/tmp/quick
+log=$run.logs/all.log
 mkdir -p "$out"
+source benchmarks/device_background.sh
 if [ "$what" = start ]; then  # `wait` leaves /tmp/src and /tmp/site alone: the run reads them
   source benchmarks/device_prep.sh
-  mkdir -p "$run.logs"
-  setsid nohup python3 -m artifact all --preset quick --out "$run" > "$run.logs/all.log" 2>&1 &
-  echo $! > "$run.logs/pid"
-  echo "started pid $(cat "$run.logs/pid") at $(date -u +%T)"
+  background_start "$log" python3 -m artifact all --preset quick --out "$run"
 fi
-pid=$(cat "$run.logs/pid")
-while kill -0 "$pid" 2> /dev/null && [ $(( $(date +%s) - start )) -lt $(( seconds - 30 )) ]; do
-  sleep 5
-done
-if kill -0 "$pid" 2> /dev/null; then echo "still running after $(( $(date +%s) - start )) s of this call"
-else echo "finished: $(grep -c . "$run.logs/all.log") log lines"; fi
-cp "$run.logs/all.log" "$out/all.log"
+background_wait "$log" "$seconds" "$start" && echo "finished: $(grep -c . "$log") log lines"
+cp "$log" "$out/all.log"
 tail -n 25 "$out/all.log"
 tar czf "$out/quick.tgz" -C "$run" --exclude='./traces/*/*.json' . 2> /dev/null
