@@ -344,19 +344,22 @@ class RunStore:
         atomic_write(path, lambda f: dump_json(record, f))
         return path
 
-    def records(self, figure: str | None = None, config_id: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
-        """All finished records (sorted by path), of a figure or one of its configurations;
-        temporary files are never read."""
+    def _record_paths(self, figure: str | None = None, config_id: str | None = None) -> list[Path]:
+        """The finished records' files (sorted), of a figure or one of its configurations;
+        temporary files are never among them."""
         base = self.records_dir / figure if figure else self.records_dir
         base = base / config_id if figure and config_id else base
-        return [read_record(path) for path in sorted(base.glob("**/rep-*.json"))]
+        return sorted(base.glob("**/rep-*.json"))
+
+    def records(self, figure: str | None = None, config_id: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+        """All finished records (sorted by path), of a figure or one of its configurations."""
+        return [read_record(path) for path in self._record_paths(figure, config_id)]
 
     def readable_records(self, figure: str | None = None) -> list[dict[str, Any]]:
         """records(figure) less the files that do not read as a record (cut short, or of
         another shape): for a reader that only counts them (the report's run times)."""
-        base = self.records_dir / figure if figure else self.records_dir
         out = []
-        for path in sorted(base.glob("**/rep-*.json")):
+        for path in self._record_paths(figure):
             try:
                 out.append(read_record(path))
             except (OSError, ValueError, ArtifactError):  # ValueError: not UTF-8
@@ -365,8 +368,7 @@ class RunStore:
 
     def record_count(self, figure: str | None = None) -> int:
         """How many finished records a figure (or the folder) has on disk; none is read."""
-        base = self.records_dir / figure if figure else self.records_dir
-        return sum(1 for _ in base.glob("**/rep-*.json"))
+        return len(self._record_paths(figure))
 
     def finished(self, figure: str, reps: int, processes: int) -> bool:
         """Whether a run with this plan (`reps`, `processes`) already finished `figure`.
