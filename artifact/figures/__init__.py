@@ -104,11 +104,6 @@ def own_records() -> tuple[str, ...]:
     return tuple(n for n, s in REGISTRY.items() if s.records_of is None)
 
 
-def with_section(kind: str) -> tuple[str, ...]:
-    """The figures whose spec declares the report section `kind` (FigureSpec.report_sections)."""
-    return tuple(n for n, s in REGISTRY.items() if kind in s.report_sections)
-
-
 def with_check(kind: str) -> tuple[str, ...]:
     """The figures whose spec declares compare's check `kind` (FigureSpec.checks)."""
     return tuple(n for n, s in REGISTRY.items() if kind in s.checks)
@@ -147,5 +142,4 @@ __all__ = [
     "runs_aa_repeat",
     "spec_of",
     "with_check",
-    "with_section",
 ]

@@ -19,7 +19,7 @@ from artifact.analyze.aggregate import gpus_in
 from artifact.core.config import TRAINING_PARALLELISMS
 from artifact.core.emulated import STAND_IN_TEXT, stand_in_of
 from artifact.core.options import beyond_paper
-from artifact.figures import REGISTRY, all_figures, paper_figures, spec_of
+from artifact.figures import all_figures, paper_figures, spec_of
 from artifact.judge.copies import label, plain_note
 from artifact.judge.verdicts import as_sentence, paper_items, tally
 from artifact.report import (
@@ -37,6 +37,7 @@ from artifact.report.facts import (
     TITLE,
     as_value,
     collectives_library,
+    declared,
     figure_status,
     hardware_line,
     not_run,
@@ -257,15 +258,12 @@ def declared_sections(doc: Doc, run: Results) -> list[Path]:
     """Each figure's declared sections, in the registry's order, or why its figure has
     nothing to show; returns the image files they made."""
     made = []
-    for fig, spec in REGISTRY.items():
-        mine = [SECTIONS[k] for k in spec.report_sections if k in SECTIONS]
-        why = not_run(fig, run) if mine else None
-        for heading, write in mine:
-            doc.h(2, heading)
-            if why:
-                doc.p(as_sentence(why))
-            else:
-                made += write(doc, run, fig)
+    for fig, (heading, write), why in declared(run, SECTIONS):
+        doc.h(2, heading)
+        if why:
+            doc.p(as_sentence(why))
+        else:
+            made += write(doc, run, fig)
     return made
 
 

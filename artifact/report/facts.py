@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from artifact.env import FINGERPRINT_KEYS, REPO_ROOT
+from artifact.figures import REGISTRY
 from artifact.judge.figure_status import figure_status
 from artifact.results import Results
 
@@ -27,6 +30,21 @@ def not_run(fig: str, run: Results) -> str | None:
     """Why `fig` has nothing to show ('failed: ...', 'not run: ...'), or None if it ran."""
     category, detail = figure_status(fig, run.status, run.summary)
     return None if category.startswith("ran") else f"{category}: {detail}"
+
+
+Entry = TypeVar("Entry")
+
+
+def declared(run: Results, table: Mapping[str, Entry]) -> list[tuple[str, Entry, str | None]]:
+    """(figure, `table`'s entry, why the figure has nothing to show or None) for each report
+    section a spec declares (FigureSpec.report_sections) whose kind `table` knows, figure
+    by figure in the registry's order, each in its spec's order."""
+    return [
+        (fig, table[kind], not_run(fig, run))
+        for fig, spec in REGISTRY.items()
+        for kind in spec.report_sections
+        if kind in table
+    ]
 
 
 def as_value(x) -> str:

@@ -13,11 +13,10 @@ from pathlib import Path
 import pandas as pd
 
 from artifact.analyze.aggregate import by_key, v2_delays
-from artifact.figures import REGISTRY
 from artifact.judge.verdicts import as_sentence
 from artifact.report import plots
 from artifact.report.document import Doc
-from artifact.report.facts import not_run
+from artifact.report.facts import declared
 from artifact.results import Results
 
 CONSISTENCY_MARGIN = 0.02  # the profiled pass's device span may exceed timed E2E by this
@@ -84,14 +83,12 @@ def validation_sections(doc: Doc, run: Results) -> None:
     checks = run.verdicts[run.verdicts["item_type"] == "check"]
     doc.h(2, "Validations the paper lacks")
     v1_section(doc, summary, checks, configs)
-    for fig, spec in REGISTRY.items():
-        for heading, write in (VALIDATIONS[k] for k in spec.report_sections if k in VALIDATIONS):
-            doc.h(3, heading)
-            why = not_run(fig, run)
-            if why:
-                doc.p(as_sentence(why))
-            else:
-                write(doc, fig, summary, configs, checks[checks["figure"] == fig])
+    for fig, (heading, write), why in declared(run, VALIDATIONS):
+        doc.h(3, heading)
+        if why:
+            doc.p(as_sentence(why))
+        else:
+            write(doc, fig, summary, configs, checks[checks["figure"] == fig])
     consistency_section(doc, summary)
     v3_section(doc, summary, configs)
 
